@@ -1,0 +1,212 @@
+#include "checkpoint.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsutil.h"
+#include "jsonio.h"
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
+    while (*s)
+        h = (h ^ (uint8_t)*s++) * 1099511628211ull;
+    return h;
+}
+
+static int build_hash(ckpt *c, ff_err *e)
+{
+    c->hash_cap = 16;
+    while (c->hash_cap < c->ntensors * 2)
+        c->hash_cap *= 2;
+    c->hash = malloc(c->hash_cap * sizeof *c->hash);
+    if (!c->hash)
+        return ff_fail(e, FF_EIO, "out of memory");
+    for (size_t i = 0; i < c->hash_cap; i++)
+        c->hash[i] = SIZE_MAX;
+    for (size_t i = 0; i < c->ntensors; i++) {
+        const char *name = c->tensors[i].st->name;
+        size_t h = hash_str(name) & (c->hash_cap - 1);
+        while (c->hash[h] != SIZE_MAX) {
+            const ckpt_tensor *o = &c->tensors[c->hash[h]];
+            if (strcmp(o->st->name, name) == 0)
+                return ff_fail(e, FF_EIO, "%s: tensor %s is also in %s", c->files[c->tensors[i].file].path,
+                               name, c->files[o->file].path);
+            h = (h + 1) & (c->hash_cap - 1);
+        }
+        c->hash[h] = i;
+    }
+    return FF_OK;
+}
+
+const ckpt_tensor *ckpt_find(const ckpt *c, const char *name)
+{
+    if (!c->hash)
+        return NULL;
+    size_t h = hash_str(name) & (c->hash_cap - 1);
+    while (c->hash[h] != SIZE_MAX) {
+        const ckpt_tensor *t = &c->tensors[c->hash[h]];
+        if (strcmp(t->st->name, name) == 0)
+            return t;
+        h = (h + 1) & (c->hash_cap - 1);
+    }
+    return NULL;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+/* Shard names from the index (unique, in order of first mention), or every
+ * *.safetensors file of the folder when there is no index. */
+static char **shard_names(const char *dir, json_t **index, size_t *n, ff_err *e)
+{
+    char *ip = fs_join(dir, "model.safetensors.index.json");
+    *index = NULL;
+    if (ip && fs_exists(ip)) {
+        int rc = jsonio_load(ip, index, e);
+        json_t *wm = rc ? NULL : json_object_get(*index, "weight_map");
+        if (!rc && !json_is_object(wm))
+            ff_fail(e, FF_EIO, "%s: no weight_map object", ip);
+        free(ip);
+        if (!json_is_object(wm))
+            return NULL;
+        char **names = calloc(json_object_size(wm) + 1, sizeof *names);
+        size_t len = 0;
+        const char *k;
+        json_t *v;
+        json_object_foreach(wm, k, v) {
+            if (!json_is_string(v)) {
+                ff_fail(e, FF_EIO, "%s/model.safetensors.index.json: tensor %s: file is not a string", dir, k);
+                fs_free_list(names, len);
+                return NULL;
+            }
+            const char *f = json_string_value(v);
+            if (strchr(f, '/')) {
+                ff_fail(e, FF_EIO, "%s/model.safetensors.index.json: tensor %s: shard %s is outside the folder", dir, k, f);
+                fs_free_list(names, len);
+                return NULL;
+            }
+            size_t i = 0;
+            while (i < len && strcmp(names[i], f) != 0)
+                i++;
+            if (i == len)
+                names[len++] = strdup(f);
+        }
+        *n = len;
+        return names;
+    }
+    free(ip);
+    size_t nf;
+    char **all = fs_list_files(dir, &nf, e);
+    if (!all)
+        return NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < nf; i++) {
+        if (ends_with(all[i], ".safetensors"))
+            all[len++] = all[i];
+        else
+            free(all[i]);
+    }
+    all[len] = NULL;
+    *n = len;
+    return all;
+}
+
+/* Every tensor the index names must be in the shard it names, and every
+ * tensor of a shard must be in the index: a stale index is a broken upload. */
+static int check_index(const ckpt *c, const json_t *index, ff_err *e)
+{
+    json_t *wm = json_object_get(index, "weight_map");
+    const char *k;
+    json_t *v;
+    json_object_foreach(wm, k, v) {
+        const ckpt_tensor *t = ckpt_find(c, k);
+        if (!t)
+            return ff_fail(e, FF_EIO, "%s/model.safetensors.index.json: tensor %s is in the index but in no shard (%s)",
+                           c->dir, k, json_string_value(v));
+        const char *base = strrchr(c->files[t->file].path, '/');
+        if (strcmp(base ? base + 1 : c->files[t->file].path, json_string_value(v)) != 0)
+            return ff_fail(e, FF_EIO, "%s/model.safetensors.index.json: tensor %s: index says %s, found in %s",
+                           c->dir, k, json_string_value(v), c->files[t->file].path);
+    }
+    if (json_object_size(wm) != c->ntensors)
+        for (size_t i = 0; i < c->ntensors; i++)
+            if (!json_object_get(wm, c->tensors[i].st->name))
+                return ff_fail(e, FF_EIO, "%s: tensor %s is missing from model.safetensors.index.json",
+                               c->files[c->tensors[i].file].path, c->tensors[i].st->name);
+    return FF_OK;
+}
+
+int ckpt_open(ckpt *c, const char *dir, int need_config, ff_err *e)
+{
+    memset(c, 0, sizeof *c);
+    c->dir = strdup(dir);
+    if (!fs_is_dir(dir))
+        return ff_fail(e, FF_EIO, "%s: not a folder", dir);
+    char *cp = fs_join(dir, "config.json");
+    int rc = FF_OK;
+    if (fs_exists(cp))
+        rc = jsonio_load(cp, &c->config, e);
+    else if (need_config)
+        rc = ff_fail(e, FF_EIO, "%s: missing config.json", dir);
+    free(cp);
+    if (rc)
+        return rc;
+    json_t *index = NULL;
+    size_t nshards = 0;
+    char **names = shard_names(dir, &index, &nshards, e);
+    if (!names)
+        return e ? e->code : FF_EIO;
+    if (nshards == 0) {
+        fs_free_list(names, 0);
+        json_decref(index);
+        return ff_fail(e, FF_EIO, "%s: no .safetensors files", dir);
+    }
+    c->files = calloc(nshards, sizeof *c->files);
+    for (size_t i = 0; i < nshards && rc == FF_OK; i++) {
+        char *p = fs_join(dir, names[i]);
+        rc = st_open(&c->files[i], p, e);
+        free(p);
+        c->nfiles = i + 1;
+        c->ntensors += c->files[i].ntensors;
+    }
+    fs_free_list(names, nshards);
+    if (rc == FF_OK) {
+        c->tensors = calloc(c->ntensors ? c->ntensors : 1, sizeof *c->tensors);
+        size_t k = 0;
+        for (size_t f = 0; f < c->nfiles; f++)
+            for (size_t i = 0; i < c->files[f].ntensors; i++) {
+                c->tensors[k].st = &c->files[f].tensors[i];
+                c->tensors[k++].file = (int)f;
+                c->total_bytes += c->files[f].tensors[i].end - c->files[f].tensors[i].begin;
+            }
+        rc = build_hash(c, e);
+    }
+    if (rc == FF_OK && index)
+        rc = check_index(c, index, e);
+    json_decref(index);
+    return rc;
+}
+
+void ckpt_close(ckpt *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->nfiles; i++)
+        st_close(&c->files[i]);
+    free(c->files);
+    free(c->tensors);
+    free(c->hash);
+    json_decref(c->config);
+    free(c->dir);
+    memset(c, 0, sizeof *c);
+}
+
+const json_t *ckpt_text_config(const ckpt *c)
+{
+    json_t *t = json_object_get(c->config, "text_config");
+    return json_is_object(t) ? t : c->config;
+}

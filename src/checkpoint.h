@@ -1,0 +1,44 @@
+/* A Hugging Face checkpoint folder: config.json plus one or more safetensors
+ * shards (with or without model.safetensors.index.json), seen as one table of
+ * tensors. Opening reads headers only; data is mapped, not read. */
+#ifndef FF_CHECKPOINT_H
+#define FF_CHECKPOINT_H
+
+#include <jansson.h>
+
+#include "ff_err.h"
+#include "safetensors.h"
+
+typedef struct ckpt_tensor {
+    const st_tensor *st;    /* name, dtype, shape, offsets */
+    int file;               /* index into ckpt.files */
+} ckpt_tensor;
+
+typedef struct ckpt {
+    char *dir;
+    json_t *config;         /* config.json, or NULL when the folder has none */
+    st_file *files;
+    size_t nfiles;
+    ckpt_tensor *tensors;   /* shard order, then header order */
+    size_t ntensors;
+    size_t *hash;           /* open addressing over tensors, for ckpt_find */
+    size_t hash_cap;
+    uint64_t total_bytes;   /* sum of tensor bytes */
+} ckpt;
+
+/* need_config: refuse a folder without config.json. */
+int ckpt_open(ckpt *c, const char *dir, int need_config, ff_err *e);
+void ckpt_close(ckpt *c);
+const ckpt_tensor *ckpt_find(const ckpt *c, const char *name);
+static inline const uint8_t *ckpt_data(const ckpt *c, const ckpt_tensor *t)
+{
+    return st_data(&c->files[t->file], t->st);
+}
+static inline const char *ckpt_path(const ckpt *c, const ckpt_tensor *t)
+{
+    return c->files[t->file].path;
+}
+/* The text model's config: text_config when present, else the top level. */
+const json_t *ckpt_text_config(const ckpt *c);
+
+#endif

@@ -1,0 +1,202 @@
+#include "fsutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int fs_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int fs_is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int fs_same(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+int fs_mkdir_p(const char *path, ff_err *e)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n >= sizeof buf)
+        return ff_fail(e, FF_EIO, "%s: path too long", path);
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return ff_fail(e, FF_EIO, "%s: cannot create folder: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return ff_fail(e, FF_EIO, "%s: cannot create folder: %s", buf, strerror(errno));
+    return FF_OK;
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st; (void)flag; (void)ftw;
+    return remove(p);
+}
+
+int fs_rm_rf(const char *path)
+{
+    if (!fs_exists(path))
+        return 0;
+    return nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int fs_copy_file(const char *src, const char *dst, ff_err *e)
+{
+    int in = open(src, O_RDONLY);
+    if (in < 0)
+        return ff_fail(e, FF_EIO, "%s: cannot open: %s", src, strerror(errno));
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0) {
+        close(in);
+        return ff_fail(e, FF_EIO, "%s: cannot create: %s", dst, strerror(errno));
+    }
+    char buf[1 << 16];
+    ssize_t r;
+    int rc = FF_OK;
+    while ((r = read(in, buf, sizeof buf)) > 0) {
+        for (ssize_t off = 0; off < r;) {
+            ssize_t w = write(out, buf + off, (size_t)(r - off));
+            if (w < 0) {
+                rc = ff_fail(e, FF_EIO, "%s: write failed: %s", dst, strerror(errno));
+                goto done;
+            }
+            off += w;
+        }
+    }
+    if (r < 0)
+        rc = ff_fail(e, FF_EIO, "%s: read failed: %s", src, strerror(errno));
+done:
+    close(in);
+    if (close(out) != 0 && rc == FF_OK)
+        rc = ff_fail(e, FF_EIO, "%s: close failed: %s", dst, strerror(errno));
+    return rc;
+}
+
+char *fs_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *s = malloc(a + b + 2);
+    if (!s)
+        return NULL;
+    memcpy(s, dir, a);
+    s[a] = '/';
+    memcpy(s + a + 1, name, b + 1);
+    return s;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char **fs_list_files(const char *dir, size_t *n, ff_err *e)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        ff_fail(e, FF_EIO, "%s: cannot open folder: %s", dir, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 16, len = 0;
+    char **list = malloc(cap * sizeof *list);
+    struct dirent *de;
+    while (list && (de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char *p = fs_join(dir, de->d_name);
+        struct stat st;
+        int is_file = p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+        free(p);
+        if (!is_file)
+            continue;
+        if (len + 2 > cap) {
+            char **nl = realloc(list, (cap *= 2) * sizeof *list);
+            if (!nl) { fs_free_list(list, len); list = NULL; break; }
+            list = nl;
+        }
+        list[len++] = strdup(de->d_name);
+    }
+    closedir(d);
+    if (!list) {
+        ff_fail(e, FF_EIO, "%s: out of memory listing folder", dir);
+        return NULL;
+    }
+    qsort(list, len, sizeof *list, cmp_str);
+    list[len] = NULL;
+    *n = len;
+    return list;
+}
+
+void fs_free_list(char **list, size_t n)
+{
+    if (!list)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(list[i]);
+    free(list);
+}
+
+int fs_stage_begin(fs_stage *s, const char *out_dir, int force, ff_err *e)
+{
+    memset(s, 0, sizeof *s);
+    size_t n = strlen(out_dir);
+    while (n > 1 && out_dir[n - 1] == '/')
+        n--;
+    s->final_dir = strndup(out_dir, n);
+    if (!s->final_dir)
+        return ff_fail(e, FF_EIO, "out of memory");
+    if (fs_exists(s->final_dir) && !force)
+        return ff_fail(e, FF_EIO, "%s: already exists (refusing to overwrite; pass --force)",
+                       s->final_dir);
+    char buf[4200];
+    snprintf(buf, sizeof buf, "%s.partial-%ld", s->final_dir, (long)getpid());
+    s->tmp_dir = strdup(buf);
+    if (!s->tmp_dir)
+        return ff_fail(e, FF_EIO, "out of memory");
+    fs_rm_rf(s->tmp_dir);
+    return fs_mkdir_p(s->tmp_dir, e);
+}
+
+int fs_stage_commit(fs_stage *s, ff_err *e)
+{
+    if (fs_exists(s->final_dir) && fs_rm_rf(s->final_dir) != 0)
+        return ff_fail(e, FF_EIO, "%s: cannot replace: %s", s->final_dir, strerror(errno));
+    if (rename(s->tmp_dir, s->final_dir) != 0)
+        return ff_fail(e, FF_EIO, "%s: cannot rename into place: %s", s->final_dir,
+                       strerror(errno));
+    return FF_OK;
+}
+
+void fs_stage_abort(fs_stage *s)
+{
+    if (s->tmp_dir)
+        fs_rm_rf(s->tmp_dir);
+}
+
+void fs_stage_free(fs_stage *s)
+{
+    free(s->final_dir);
+    free(s->tmp_dir);
+    memset(s, 0, sizeof *s);
+}

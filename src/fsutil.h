@@ -1,0 +1,39 @@
+/* File-system chores with errors as values: output goes to a temp folder
+ * beside the destination and is renamed into place only when complete. */
+#ifndef FF_FSUTIL_H
+#define FF_FSUTIL_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "ff_err.h"
+
+int fs_exists(const char *path);
+int fs_is_dir(const char *path);
+int fs_mkdir_p(const char *path, ff_err *e);
+/* Removes a tree; used only on folders this program created. */
+int fs_rm_rf(const char *path);
+int fs_copy_file(const char *src, const char *dst, ff_err *e);
+/* Joins into a fresh malloc'd string. */
+char *fs_join(const char *dir, const char *name);
+/* Sorted file names (not folders, no dot entries) of dir; NULL-terminated. */
+char **fs_list_files(const char *dir, size_t *n, ff_err *e);
+void fs_free_list(char **list, size_t n);
+
+/* The staging folder for OUT: "OUT.partial-<pid>" next to it. Refuses if OUT
+ * exists already (never overwrite) unless `force`. */
+typedef struct fs_stage {
+    char *final_dir;
+    char *tmp_dir;
+} fs_stage;
+int fs_stage_begin(fs_stage *s, const char *out_dir, int force, ff_err *e);
+/* Renames tmp into place (after removing an old OUT when forced). */
+int fs_stage_commit(fs_stage *s, ff_err *e);
+/* Removes the temp folder: nothing half-written is left behind. */
+void fs_stage_abort(fs_stage *s);
+void fs_stage_free(fs_stage *s);
+
+/* Same file or folder (device+inode), for refusing OUT == IN. */
+int fs_same(const char *a, const char *b);
+
+#endif

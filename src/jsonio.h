@@ -1,0 +1,25 @@
+/* JSON files through jansson: load with a one-line error naming the file,
+ * typed getters that tolerate absent keys, and atomic, stable-order writes. */
+#ifndef FF_JSONIO_H
+#define FF_JSONIO_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "ff_err.h"
+
+/* Loads a JSON file whose top level must be an object. */
+int jsonio_load(const char *path, json_t **out, ff_err *e);
+/* Parses a buffer (for safetensors headers); `what` names it in errors. */
+int jsonio_parse(const char *buf, size_t len, const char *what, json_t **out, ff_err *e);
+/* Writes indented JSON (keys in insertion order) + newline to path. */
+int jsonio_save(const char *path, const json_t *j, ff_err *e);
+
+/* Getters: return dflt when the key is absent or null or of another type. */
+int64_t jsonio_int(const json_t *obj, const char *key, int64_t dflt);
+int jsonio_bool(const json_t *obj, const char *key, int dflt);
+const char *jsonio_str(const json_t *obj, const char *key, const char *dflt);
+/* Follows a dotted path ("text_config.hidden_size"); NULL if missing. */
+json_t *jsonio_path(const json_t *obj, const char *dotted);
+
+#endif

@@ -1,0 +1,256 @@
+#include "safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "jsonio.h"
+
+uint64_t st_numel(const st_tensor *t)
+{
+    uint64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= (uint64_t)t->shape[i];
+    return n;
+}
+
+const char *st_shape_str(const int64_t *shape, int ndim, char *buf, size_t n)
+{
+    size_t off = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && off < n; i++)
+        off += (size_t)snprintf(buf + off, n - off, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (off < n)
+        snprintf(buf + off, n - off, "]");
+    return buf;
+}
+
+static int parse_entry(st_file *f, const char *name, json_t *v, st_tensor *t,
+                       uint64_t data_len, ff_err *e)
+{
+    const char *p = f->path;
+    if (!json_is_object(v))
+        return ff_fail(e, FF_EIO, "%s: tensor %s: header entry is not an object", p, name);
+    const char *dt = jsonio_str(v, "dtype", NULL);
+    json_t *shape = json_object_get(v, "shape"), *offs = json_object_get(v, "data_offsets");
+    if (!dt)
+        return ff_fail(e, FF_EIO, "%s: tensor %s: no dtype", p, name);
+    t->dtype = ff_dtype_parse(dt);
+    if (t->dtype == FF_DT_INVALID)
+        return ff_fail(e, FF_EIO, "%s: tensor %s: unknown dtype %s", p, name, dt);
+    if (!json_is_array(shape) || json_array_size(shape) > ST_MAX_DIMS)
+        return ff_fail(e, FF_EIO, "%s: tensor %s: bad shape", p, name);
+    t->ndim = (int)json_array_size(shape);
+    uint64_t numel = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        json_t *d = json_array_get(shape, (size_t)i);
+        if (!json_is_integer(d) || json_integer_value(d) < 0)
+            return ff_fail(e, FF_EIO, "%s: tensor %s: bad shape", p, name);
+        t->shape[i] = json_integer_value(d);
+        if (t->shape[i] && numel > UINT64_MAX / (uint64_t)t->shape[i])
+            return ff_fail(e, FF_EIO, "%s: tensor %s: shape overflows", p, name);
+        numel *= (uint64_t)t->shape[i];
+    }
+    if (!json_is_array(offs) || json_array_size(offs) != 2 ||
+        !json_is_integer(json_array_get(offs, 0)) || !json_is_integer(json_array_get(offs, 1)))
+        return ff_fail(e, FF_EIO, "%s: tensor %s: bad data_offsets", p, name);
+    json_int_t b = json_integer_value(json_array_get(offs, 0));
+    json_int_t en = json_integer_value(json_array_get(offs, 1));
+    if (b < 0 || en < b)
+        return ff_fail(e, FF_EIO, "%s: tensor %s: data_offsets [%lld, %lld] are reversed", p,
+                       name, (long long)b, (long long)en);
+    t->begin = (uint64_t)b;
+    t->end = (uint64_t)en;
+    if (t->end > data_len)
+        return ff_fail(e, FF_EIO,
+                       "%s: tensor %s: data ends at %llu but the file has only %llu data bytes "
+                       "(truncated file or lying header)",
+                       p, name, (unsigned long long)t->end, (unsigned long long)data_len);
+    uint64_t want = numel * ff_dtype_size(t->dtype);
+    if (t->end - t->begin != want)
+        return ff_fail(e, FF_EIO, "%s: tensor %s: %s x %llu elements needs %llu bytes, header says %llu",
+                       p, name, dt, (unsigned long long)numel, (unsigned long long)want,
+                       (unsigned long long)(t->end - t->begin));
+    t->name = strdup(name);
+    return t->name ? FF_OK : ff_fail(e, FF_EIO, "out of memory");
+}
+
+static int cmp_begin(const void *a, const void *b)
+{
+    const st_tensor *x = *(st_tensor *const *)a, *y = *(st_tensor *const *)b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+/* Overlapping tensors would alias each other's bytes: refuse them. */
+static int check_overlap(st_file *f, ff_err *e)
+{
+    if (f->ntensors < 2)
+        return FF_OK;
+    st_tensor **by = malloc(f->ntensors * sizeof *by);
+    if (!by)
+        return ff_fail(e, FF_EIO, "out of memory");
+    for (size_t i = 0; i < f->ntensors; i++)
+        by[i] = &f->tensors[i];
+    qsort(by, f->ntensors, sizeof *by, cmp_begin);
+    int rc = FF_OK;
+    for (size_t i = 1; i < f->ntensors; i++) {
+        if (by[i]->begin < by[i - 1]->end && by[i]->end > by[i]->begin) {
+            rc = ff_fail(e, FF_EIO, "%s: tensor %s overlaps tensor %s", f->path, by[i]->name,
+                         by[i - 1]->name);
+            break;
+        }
+    }
+    free(by);
+    return rc;
+}
+
+static int read_header(st_file *f, ff_err *e)
+{
+    uint8_t lenbuf[8];
+    if (f->file_size < 8 || pread(f->fd, lenbuf, 8, 0) != 8)
+        return ff_fail(e, FF_EIO, "%s: too short to be safetensors (%llu bytes)", f->path,
+                       (unsigned long long)f->file_size);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | lenbuf[i];
+    if (hlen > ST_MAX_HEADER)
+        return ff_fail(e, FF_EIO, "%s: header length %llu is not sane", f->path,
+                       (unsigned long long)hlen);
+    if (hlen > f->file_size - 8)
+        return ff_fail(e, FF_EIO, "%s: header length %llu runs past the end of the file (%llu bytes)",
+                       f->path, (unsigned long long)hlen, (unsigned long long)f->file_size);
+    f->data_off = 8 + hlen;
+    const char *hdr = (const char *)f->map + 8;
+    char what[4200];
+    snprintf(what, sizeof what, "%s: header", f->path);
+    json_t *root;
+    int rc = jsonio_parse(hdr, hlen, what, &root, e);
+    if (rc)
+        return rc;
+    size_t n = json_object_size(root);
+    f->tensors = calloc(n ? n : 1, sizeof *f->tensors);
+    if (!f->tensors) {
+        json_decref(root);
+        return ff_fail(e, FF_EIO, "out of memory");
+    }
+    const char *key;
+    json_t *v;
+    uint64_t data_len = f->file_size - f->data_off;
+    json_object_foreach(root, key, v) {
+        if (strcmp(key, "__metadata__") == 0) {
+            f->metadata = json_incref(v);
+            continue;
+        }
+        rc = parse_entry(f, key, v, &f->tensors[f->ntensors], data_len, e);
+        if (rc)
+            break;
+        f->ntensors++;
+    }
+    json_decref(root);
+    return rc ? rc : check_overlap(f, e);
+}
+
+int st_open(st_file *f, const char *path, ff_err *e)
+{
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    f->path = strdup(path);
+    if (!f->path)
+        return ff_fail(e, FF_EIO, "out of memory");
+    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0)
+        return ff_fail(e, FF_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(f->fd, &st) != 0)
+        return ff_fail(e, FF_EIO, "%s: cannot stat: %s", path, strerror(errno));
+    f->file_size = (uint64_t)st.st_size;
+    if (f->file_size > 0) {
+        void *m = mmap(NULL, f->file_size, PROT_READ, MAP_SHARED, f->fd, 0);
+        if (m == MAP_FAILED)
+            return ff_fail(e, FF_EIO, "%s: cannot map: %s", path, strerror(errno));
+        f->map = m;
+    }
+    return read_header(f, e);
+}
+
+void st_close(st_file *f)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->ntensors; i++)
+        free(f->tensors[i].name);
+    free(f->tensors);
+    if (f->map)
+        munmap((void *)f->map, f->file_size);
+    if (f->fd >= 0)
+        close(f->fd);
+    json_decref(f->metadata);
+    free(f->path);
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+}
+
+int st_pwrite_all(int fd, const char *path, const void *buf, size_t n, uint64_t off, ff_err *e)
+{
+    const uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return ff_fail(e, FF_EIO, "%s: write failed: %s", path, strerror(errno));
+        }
+        p += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return FF_OK;
+}
+
+int st_write_header(int fd, const char *path, st_out *ts, size_t n, uint64_t *data_off, ff_err *e)
+{
+    json_t *root = json_object();
+    json_t *meta = json_object();
+    json_object_set_new(meta, "format", json_string("pt"));
+    json_object_set_new(root, "__metadata__", meta);
+    uint64_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_object(), *shape = json_array(), *offs = json_array();
+        for (int d = 0; d < ts[i].ndim; d++)
+            json_array_append_new(shape, json_integer(ts[i].shape[d]));
+        ts[i].offset = off;
+        json_array_append_new(offs, json_integer((json_int_t)off));
+        json_array_append_new(offs, json_integer((json_int_t)(off + ts[i].nbytes)));
+        off += ts[i].nbytes;
+        json_object_set_new(t, "dtype", json_string(ff_dtype_name(ts[i].dtype)));
+        json_object_set_new(t, "shape", shape);
+        json_object_set_new(t, "data_offsets", offs);
+        json_object_set_new(root, ts[i].name, t);
+    }
+    char *s = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    if (!s)
+        return ff_fail(e, FF_EIO, "%s: cannot build header", path);
+    size_t len = strlen(s);
+    /* Pad with spaces to 8 bytes so the data section stays aligned, as the
+     * reference writer does. */
+    size_t padded = (len + 7) & ~(size_t)7;
+    uint8_t *buf = malloc(8 + padded);
+    if (!buf) {
+        free(s);
+        return ff_fail(e, FF_EIO, "out of memory");
+    }
+    for (int i = 0; i < 8; i++)
+        buf[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+    memcpy(buf + 8, s, len);
+    memset(buf + 8 + len, ' ', padded - len);
+    free(s);
+    int rc = st_pwrite_all(fd, path, buf, 8 + padded, 0, e);
+    free(buf);
+    *data_off = 8 + padded;
+    return rc;
+}

@@ -1,0 +1,66 @@
+/* safetensors files: header parsed and validated up front (bounds, overlap,
+ * dtype x shape == bytes), data mapped read-only so nothing is copied until a
+ * tensor is used. Writing is split: the header is laid out from the list of
+ * tensors first, then data is written at the offsets it promised. */
+#ifndef FF_SAFETENSORS_H
+#define FF_SAFETENSORS_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#include "dtype.h"
+#include "ff_err.h"
+
+#define ST_MAX_DIMS 8
+/* A header larger than this is refused as insane (the Rust reader uses 100 MB). */
+#define ST_MAX_HEADER (100u << 20)
+
+typedef struct st_tensor {
+    char *name;
+    ff_dtype dtype;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    uint64_t begin, end;   /* relative to the data section */
+} st_tensor;
+
+typedef struct st_file {
+    char *path;
+    int fd;
+    uint64_t file_size;
+    uint64_t data_off;      /* 8 + header length */
+    const uint8_t *map;     /* whole file, PROT_READ; NULL when empty */
+    st_tensor *tensors;     /* in header order */
+    size_t ntensors;
+    json_t *metadata;       /* "__metadata__" or NULL */
+} st_file;
+
+int st_open(st_file *f, const char *path, ff_err *e);
+void st_close(st_file *f);
+static inline const uint8_t *st_data(const st_file *f, const st_tensor *t)
+{
+    return f->map + f->data_off + t->begin;
+}
+uint64_t st_numel(const st_tensor *t);
+/* "[a, b, c]" into buf. */
+const char *st_shape_str(const int64_t *shape, int ndim, char *buf, size_t n);
+
+/* One tensor the writer will store. offset is filled by st_layout. */
+typedef struct st_out {
+    const char *name;
+    ff_dtype dtype;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    uint64_t nbytes;
+    uint64_t offset;        /* relative to the data section */
+} st_out;
+
+/* Builds the header for these tensors in this order, writes it to fd at 0 and
+ * returns where the data section starts. */
+int st_write_header(int fd, const char *path, st_out *ts, size_t n, uint64_t *data_off,
+                    ff_err *e);
+/* pwrite that finishes or fails. */
+int st_pwrite_all(int fd, const char *path, const void *buf, size_t n, uint64_t off,
+                  ff_err *e);
+
+#endif
