@@ -1,10 +1,109 @@
+/* fp4forge quantize: plan, refuse what breaks an invariant, then stream. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
+#include "cmd_common.h"
 #include "commands.h"
+#include "quantize.h"
+
+static const cli_opt quantize_opts[] = {
+    {"--threads", "N", "worker threads (default: all cores)"},
+    {"--shard-size", "SIZE", "target shard size, e.g. 5GB (default), 500MB"},
+    {"--kernel", "NAME", "scalar, avx2 or avx512 (default: fastest available; same bytes)"},
+    {"--dry-run", NULL, "print the plan (as fp4forge plan) and write nothing"},
+    {"--json", NULL, "with --dry-run: the plan as JSON; otherwise a JSON summary"},
+    {"--quiet", NULL, "no progress bar"},
+    {"--force", NULL, "replace OUT_DIR if it exists"},
+    RECIPE_OPTS,
+    {NULL, NULL, NULL},
+};
+
+static const cli_spec quantize_spec = {
+    "quantize", "IN_DIR OUT_DIR",
+    "Quantizes a bf16 checkpoint to NVFP4A16 (compressed-tensors nvfp4-pack-quantized: E2M1\n"
+    "weights, fp8 e4m3 scale per 16, fp32 global scale per tensor, activations 16-bit).\n"
+    "Language-model attention and MLP Linears (and MoE experts, split per expert) are\n"
+    "quantized; q/k/v share a global scale and gate/up share one. Vision tower, projectors,\n"
+    "routers, embeddings, norms and lm_head are copied. Output is staged in OUT_DIR.partial-PID\n"
+    "and renamed into place only when complete.",
+    quantize_opts, 1, 2,
+};
+
+int plan_and_print(const char *dir, const recipe_args *r, int json, ff_err *e);
+
+static void summary(const plan *p, const quant_stats *st, const char *out, int json)
+{
+    double gbps = st->seconds > 0 ? (double)st->bytes_read / 1e9 / st->seconds : 0;
+    if (json) {
+        printf("{\"output\": \"%s\", \"quantized_dense\": %lld, \"quantized_experts\": %lld, "
+               "\"ignored\": %zu, \"shards\": %zu, \"bytes_in\": %llu, \"bytes_out\": %llu, "
+               "\"seconds\": %.3f, \"threads\": %d, \"kernel\": \"%s\", \"peak_rss\": %llu}\n",
+               out, (long long)p->q_dense, (long long)p->q_experts, p->nignore, st->shards,
+               (unsigned long long)st->bytes_read, (unsigned long long)st->bytes_written, st->seconds,
+               st->threads, st->kernel, (unsigned long long)peak_rss_bytes());
+        return;
+    }
+    printf("fp4forge quantize: %s\n", out);
+    printf("  quantized  %lld dense Linears, %lld expert Linears (%s, %d layers)\n",
+           (long long)p->q_dense, (long long)p->q_experts, p->arch_class, p->layers);
+    printf("  ignored    %zu Linears left in their dtype (listed in quantization_config.ignore)\n",
+           p->nignore);
+    printf("  bytes      %.3f GB in -> %.3f GB out in %zu shard%s\n", (double)st->bytes_read / 1e9,
+           (double)st->bytes_written / 1e9, st->shards, st->shards == 1 ? "" : "s");
+    printf("  time       %.2f s (%.2f GB/s read), %d threads, %s kernel, peak RSS %.0f MB\n",
+           st->seconds, gbps, st->threads, st->kernel, (double)peak_rss_bytes() / 1e6);
+    for (int i = 0; i < p->nnotes; i++)
+        printf("  note: %s\n", p->notes[i]);
+}
 
 int cmd_quantize(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    fprintf(stderr, "fp4forge quantize: not implemented yet\n");
-    return 1;
+    cli_args a;
+    ff_err e = {0};
+    if (cli_parse(&quantize_spec, argc, argv, &a, &e))
+        return cmd_report("quantize", &e);
+    if (a.help) {
+        cli_print_help(&quantize_spec, stdout);
+        return 0;
+    }
+    recipe_args r;
+    recipe_from_cli(&a, &r);
+    int json = cli_flag(&a, "--json");
+    if (cli_flag(&a, "--dry-run")) {
+        int rc = plan_and_print(a.pos[0], &r, json, &e);
+        return rc ? cmd_report("quantize", &e) : 0;
+    }
+    if (a.npos != 2) {
+        ff_fail(&e, FF_EUSAGE, "missing OUT_DIR (usage: fp4forge quantize IN_DIR OUT_DIR)");
+        return cmd_report("quantize", &e);
+    }
+    quant_opts o = {.threads = 0, .shard_size = 5000000000ull};
+    if (cli_get(&a, "--threads"))
+        o.threads = atoi(cli_get(&a, "--threads"));
+    double sz;
+    if (cli_get(&a, "--shard-size")) {
+        if (cli_parse_size(cli_get(&a, "--shard-size"), &sz) || sz < 1) {
+            ff_fail(&e, FF_EUSAGE, "--shard-size: not a size: %s", cli_get(&a, "--shard-size"));
+            return cmd_report("quantize", &e);
+        }
+        o.shard_size = (uint64_t)sz;
+    }
+    o.kernel = cli_get(&a, "--kernel");
+    o.force = cli_flag(&a, "--force");
+    o.progress = !cli_flag(&a, "--quiet") && isatty(2);
+
+    ckpt c;
+    plan p = {0};
+    quant_stats st;
+    int rc = ckpt_open(&c, a.pos[0], 1, &e);
+    if (!rc)
+        rc = plan_build(&p, &c, &r.opts, &e);
+    if (!rc)
+        rc = quantize_run(&c, &p, a.pos[1], &o, &st, &e);
+    if (!rc)
+        summary(&p, &st, a.pos[1], json);
+    plan_free(&p);
+    ckpt_close(&c);
+    return rc ? cmd_report("quantize", &e) : 0;
 }

@@ -27,10 +27,12 @@ int nvfp4_absmax(const void *data, ff_dtype t, uint64_t n, float *amax, uint64_t
 float nvfp4_global_scale(float amax, ff_dtype observed)
 {
     /* torch clamps amax to finfo.tiny (the same for f32 and bf16; f16's is
-     * 2^-14), divides in f32 and stores the quotient in the observed dtype. */
+     * 2^-14). `2688 / t` is torch's __rtruediv__, which is t.reciprocal() * 2688:
+     * two roundings to the observed dtype, not one division. */
     float tiny = observed == FF_DT_F16 ? 0x1p-14f : FLT_MIN;
     float a = amax < tiny ? tiny : amax;
-    float gs = ff_round_to(observed, (NVFP4_FP8_MAX * NVFP4_FP4_MAX) / a);
+    float inv = ff_round_to(observed, 1.0f / a);
+    float gs = ff_round_to(observed, inv * (NVFP4_FP8_MAX * NVFP4_FP4_MAX));
     return isfinite(gs) ? gs : 1.0f;
 }
 

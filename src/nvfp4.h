@@ -22,9 +22,8 @@ extern const float nvfp4_code_value[16];
  * NaN or Inf (the caller names the tensor). */
 int nvfp4_absmax(const void *data, ff_dtype t, uint64_t n, float *amax, uint64_t *bad);
 
-/* weight_global_scale = 2688 / amax, computed as torch does with amax in the
- * observed dtype: f32 division rounded to that dtype; NaN/Inf (all-zero
- * tensor) become 1.0. */
+/* weight_global_scale = 2688 / amax, rounded as torch rounds it with amax in
+ * the observed dtype; NaN/Inf (an all-zero tensor) become 1.0. */
 float nvfp4_global_scale(float amax, ff_dtype observed);
 
 /* E2M1 code of y (already divided by its scale), with CT's thresholds:

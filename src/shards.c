@@ -1,0 +1,137 @@
+#include "shards.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsutil.h"
+#include "jsonio.h"
+
+static size_t assign(shard_set *s, uint64_t shard_size)
+{
+    size_t shard = 0;
+    uint64_t used = 0;
+    for (size_t i = 0; i < s->nouts; i++) {
+        if (used > 0 && used + s->outs[i].nbytes > shard_size) {
+            shard++;
+            used = 0;
+        }
+        s->out_shard[i] = shard;
+        used += s->outs[i].nbytes;
+        s->total_size += s->outs[i].nbytes;
+    }
+    return s->nouts ? shard + 1 : 1;
+}
+
+int shards_open(shard_set *s, const st_out *outs, size_t n, uint64_t shard_size, const char *dir,
+                ff_err *e)
+{
+    memset(s, 0, sizeof *s);
+    s->outs = outs;
+    s->nouts = n;
+    s->out_shard = calloc(n ? n : 1, sizeof *s->out_shard);
+    s->out_abs = calloc(n ? n : 1, sizeof *s->out_abs);
+    if (!s->out_shard || !s->out_abs)
+        return ff_fail(e, FF_EIO, "out of memory");
+    s->nshards = assign(s, shard_size ? shard_size : UINT64_MAX);
+    s->fds = malloc(s->nshards * sizeof *s->fds);
+    s->names = calloc(s->nshards, sizeof *s->names);
+    s->paths = calloc(s->nshards, sizeof *s->paths);
+    st_out *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    if (!s->fds || !s->names || !s->paths || !tmp) {
+        free(tmp);
+        return ff_fail(e, FF_EIO, "out of memory");
+    }
+    for (size_t k = 0; k < s->nshards; k++)
+        s->fds[k] = -1;
+    int rc = FF_OK;
+    size_t first = 0;
+    for (size_t k = 0; k < s->nshards && rc == FF_OK; k++) {
+        char name[64];
+        if (s->nshards == 1)
+            snprintf(name, sizeof name, "model.safetensors");
+        else
+            snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, s->nshards);
+        s->names[k] = strdup(name);
+        s->paths[k] = fs_join(dir, name);
+        s->fds[k] = open(s->paths[k], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (s->fds[k] < 0) {
+            rc = ff_fail(e, FF_EIO, "%s: cannot create: %s", s->paths[k], strerror(errno));
+            break;
+        }
+        size_t last = first;
+        while (last < n && s->out_shard[last] == k)
+            last++;
+        memcpy(tmp, outs + first, (last - first) * sizeof *tmp);
+        uint64_t data_off;
+        rc = st_write_header(s->fds[k], s->paths[k], tmp, last - first, &data_off, e);
+        for (size_t i = first; i < last; i++)
+            s->out_abs[i] = data_off + tmp[i - first].offset;
+        if (!rc)
+            s->bytes_written += data_off;
+        first = last;
+    }
+    free(tmp);
+    return rc;
+}
+
+int shards_write(shard_set *s, size_t out, const void *buf, uint64_t n, ff_err *e)
+{
+    if (n != s->outs[out].nbytes)
+        return ff_fail(e, FF_EIO, "internal: tensor %s got %llu bytes, header says %llu", s->outs[out].name,
+                       (unsigned long long)n, (unsigned long long)s->outs[out].nbytes);
+    size_t k = s->out_shard[out];
+    int rc = st_pwrite_all(s->fds[k], s->paths[k], buf, n, s->out_abs[out], e);
+    if (!rc)
+        s->bytes_written += n;
+    return rc;
+}
+
+static int write_index(shard_set *s, const char *dir, ff_err *e)
+{
+    json_t *j = json_object(), *meta = json_object(), *wm = json_object();
+    json_object_set_new(meta, "total_size", json_integer((json_int_t)s->total_size));
+    json_object_set_new(j, "metadata", meta);
+    for (size_t i = 0; i < s->nouts; i++)
+        json_object_set_new(wm, s->outs[i].name, json_string(s->names[s->out_shard[i]]));
+    json_object_set_new(j, "weight_map", wm);
+    char *p = fs_join(dir, "model.safetensors.index.json");
+    int rc = jsonio_save(p, j, e);
+    free(p);
+    json_decref(j);
+    return rc;
+}
+
+int shards_close(shard_set *s, const char *dir, ff_err *e)
+{
+    int rc = FF_OK;
+    for (size_t k = 0; k < s->nshards; k++) {
+        if (s->fds[k] >= 0 && close(s->fds[k]) != 0 && rc == FF_OK)
+            rc = ff_fail(e, FF_EIO, "%s: close failed: %s", s->paths[k], strerror(errno));
+        s->fds[k] = -1;
+    }
+    if (rc == FF_OK && s->nshards > 1)
+        rc = write_index(s, dir, e);
+    return rc;
+}
+
+void shards_free(shard_set *s)
+{
+    for (size_t k = 0; k < s->nshards; k++) {
+        if (s->fds && s->fds[k] >= 0)
+            close(s->fds[k]);
+        if (s->names)
+            free(s->names[k]);
+        if (s->paths)
+            free(s->paths[k]);
+    }
+    free(s->fds);
+    free(s->names);
+    free(s->paths);
+    free(s->out_shard);
+    free(s->out_abs);
+    memset(s, 0, sizeof *s);
+}

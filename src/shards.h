@@ -1,0 +1,28 @@
+/* Output shards: tensors assigned to files of about shard_size bytes in plan
+ * order, headers written first, data written at the promised offsets, and the
+ * HF index (model.safetensors.index.json) when there is more than one file. */
+#ifndef FF_SHARDS_H
+#define FF_SHARDS_H
+
+#include "safetensors.h"
+
+typedef struct shard_set {
+    size_t nshards;
+    int *fds;
+    char **names;           /* file names within the folder */
+    char **paths;
+    const st_out *outs;
+    size_t nouts;
+    size_t *out_shard;
+    uint64_t *out_abs;      /* absolute file offset of each tensor's data */
+    uint64_t bytes_written;
+    uint64_t total_size;    /* tensor bytes, for the index's metadata */
+} shard_set;
+
+int shards_open(shard_set *s, const st_out *outs, size_t n, uint64_t shard_size, const char *dir,
+                ff_err *e);
+int shards_write(shard_set *s, size_t out, const void *buf, uint64_t n, ff_err *e);
+int shards_close(shard_set *s, const char *dir, ff_err *e);
+void shards_free(shard_set *s);
+
+#endif

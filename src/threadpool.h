@@ -1,0 +1,19 @@
+/* A fixed pool of workers for data-parallel loops: pool_run hands out task
+ * indices [0, n) to the workers and the caller, and returns when all are done.
+ * Tasks write disjoint outputs, so results never depend on the thread count. */
+#ifndef FF_THREADPOOL_H
+#define FF_THREADPOOL_H
+
+#include <stddef.h>
+
+typedef void (*pool_task_fn)(void *ctx, size_t task);
+
+typedef struct ff_pool ff_pool;
+
+/* threads <= 0: one per online CPU. */
+ff_pool *pool_create(int threads);
+void pool_destroy(ff_pool *p);
+int pool_threads(const ff_pool *p);
+void pool_run(ff_pool *p, size_t ntasks, pool_task_fn fn, void *ctx);
+
+#endif
