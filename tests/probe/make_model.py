@@ -1,0 +1,92 @@
+"""Prepares the two seats the probe test serves from one tiny real Gemma-4
+checkpoint: OUT/healthy and OUT/nan (the same with one NaN planted in a layer-0 MLP
+down_proj weight).
+
+OUT/healthy is the fixture's own Gemma-4 config (Gemma4ForConditionalGeneration,
+vocab 512, 12 layers, k_eq_v, per_layer_config) re-instantiated by transformers
+with random bf16 weights (seed 0), with ONE change: head_dim 16 -> 32 on the
+sliding layers and 32 -> 64 on the full-attention layers, because vLLM's CPU
+attention kernels support head sizes 32..512 only ("Unsupported CPU attention
+configuration: head_dim=16"), so the fixture as saved cannot be served there.
+
+The fixture has no tokenizer files, so we train a byte-level BPE of exactly the
+model's vocab (512) on a fixed corpus: deterministic, nothing downloaded."""
+import json, os, shutil, sys, tarfile
+
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"]
+TEMPLATE = ("{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n"
+            "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
+            "{% for c in m['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}{% endif %}"
+            "{% endfor %}{% endif %}<end_of_turn>\n{% endfor %}"
+            "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+CORPUS = ("The quick brown fox jumps over the lazy dog. A seat is probed before "
+          "an alias moves to it. Numbers 0 1 2 3 4 5 6 7 8 9 and words: model, "
+          "server, request, token, weather, city, Paris, London, health, check. ") * 50
+
+
+def make_tokenizer(vocab, out):
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=vocab, special_tokens=SPECIALS,
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                             show_progress=False)
+    tok.train_from_iterator([CORPUS], trainer=tr)
+    assert tok.get_vocab_size() <= vocab, tok.get_vocab_size()
+    assert tok.token_to_id("<eos>") == 1 and tok.token_to_id("<bos>") == 2
+    tok.save(os.path.join(out, "tokenizer.json"))
+    cfg = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<bos>",
+           "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>",
+           "model_max_length": 4096, "chat_template": TEMPLATE}
+    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+
+
+def plant_nan(src, dst):
+    shutil.copytree(src, dst)
+    path = os.path.join(dst, "model.safetensors")
+    sd = load_file(path)
+    key = next(k for k in sorted(sd) if "layers.0.mlp.down_proj.weight" in k)
+    sd[key][0, 0] = float("nan")
+    save_file(sd, path, metadata={"format": "pt"})
+    print("planted NaN in", key)
+
+
+def make_model(fixture, dst):
+    import torch
+    from transformers import Gemma4Config, Gemma4ForConditionalGeneration
+    path = os.path.join(fixture, "config.json")
+    with open(path) as f:
+        raw = json.load(f)
+    t = raw["text_config"]
+    t["head_dim"] = 32
+    t["per_layer_config"] = {k: dict(v, head_dim=64) for k, v in t["per_layer_config"].items()}
+    with open(path, "w") as f:
+        json.dump(raw, f, indent=2)
+    cfg = Gemma4Config.from_pretrained(fixture)
+    torch.manual_seed(0)
+    m = Gemma4ForConditionalGeneration(cfg).to(torch.bfloat16)
+    m.save_pretrained(dst)
+    shutil.copy(os.path.join(fixture, "generation_config.json"), dst)
+
+
+def main():
+    tarball, out = sys.argv[1], sys.argv[2]
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    with tarfile.open(tarball) as t:
+        t.extractall(out, filter="data")
+    healthy = os.path.join(out, "healthy")
+    make_model(os.path.join(out, "gemma4-tiny-dense"), healthy)
+    shutil.rmtree(os.path.join(out, "gemma4-tiny-dense"))
+    with open(os.path.join(healthy, "config.json")) as f:
+        vocab = json.load(f)["text_config"]["vocab_size"]
+    make_tokenizer(vocab, healthy)
+    plant_nan(healthy, os.path.join(out, "nan"))
+
+
+if __name__ == "__main__":
+    main()
