@@ -18,8 +18,8 @@ void plan_print(const plan *p, const ckpt *c, FILE *out)
 {
     fprintf(out, "checkpoint   %s (%zu tensors in %zu shard%s, %.3f GB)\n", c->dir, c->ntensors, c->nfiles,
             c->nfiles == 1 ? "" : "s", gb(c->total_bytes));
-    fprintf(out, "family       %s, %s, %d layers%s%s\n", p->fam->name, p->arch_class, p->layers,
-            p->experts ? ", experts " : "", p->has_vision ? ", vision tower" : "");
+    fprintf(out, "family       %s, %s, %d layers%s\n", p->fam->name, p->arch_class, p->layers,
+            p->has_vision ? ", vision tower" : "");
     if (p->experts)
         fprintf(out, "experts      %d per layer\n", p->experts);
     fprintf(out, "\n%-12s %10s %8s %8s %12s %12s\n", "family", "quantized", "kept", "(Linear)", "GB in",
