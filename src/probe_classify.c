@@ -12,8 +12,10 @@
  * floor no sane server sends one for a token it actually sampled. */
 #define LOGPROB_MAX 1e-3
 #define LOGPROB_FLOOR (-1e4)
-/* Fewer tokens than this cannot show a loop with any confidence. */
+/* A loop is a run of one token at least this long and covering at least this
+ * share of the reply; fewer tokens cannot show a loop with any confidence. */
 #define DEGENERATE_MIN_TOKENS 4
+#define DEGENERATE_SHARE_PCT 60
 
 const char *probe_verdict_name(int v)
 {
@@ -137,34 +139,44 @@ static int check_logprob(const json_t *v, int idx, probe_gen_info *info, char *d
     return PV_OK;
 }
 
-/* Records token i's text; returns 1 while every token so far is the same. */
-static int same_token(const char *tok, const char **first)
+/* Longest run of one token repeated back to back. A broken seat loops: the
+ * recorded loop seat answered " laz", "l", then " the" six times. */
+typedef struct run_tracker {
+    const char *prev;
+    int cur, best;
+    char best_tok[64];
+} run_tracker;
+
+static void track(run_tracker *t, const char *tok)
 {
-    if (!tok)
-        return 0;
-    if (!*first) {
-        *first = tok;
-        return 1;
+    /* An empty token text says nothing (vLLM's tool parser sends "" for
+     * tokens it holds back), so it breaks a run rather than extending one. */
+    if (!tok || !*tok) {
+        t->prev = NULL;
+        t->cur = 0;
+        return;
     }
-    return strcmp(tok, *first) == 0;
+    t->cur = t->prev && strcmp(tok, t->prev) == 0 ? t->cur + 1 : 1;
+    t->prev = tok;
+    if (t->cur > t->best) {
+        t->best = t->cur;
+        snprintf(t->best_tok, sizeof t->best_tok, "%s", tok);
+    }
 }
 
 /* /v1/completions: logprobs.tokens[] and logprobs.token_logprobs[]. */
-static int scan_completion_logprobs(const json_t *lp, probe_gen_info *info, int *all_same,
-                                    char *first_tok, size_t ftsz, char *detail, size_t sz)
+static int scan_completion_logprobs(const json_t *lp, probe_gen_info *info, run_tracker *run,
+                                    char *detail, size_t sz)
 {
     const json_t *lps = json_object_get(lp, "token_logprobs");
     const json_t *toks = json_object_get(lp, "tokens");
-    const char *first = NULL;
     size_t i;
     const json_t *v;
-    *all_same = 1;
     json_array_foreach(lps, i, v) {
         int r = check_logprob(v, (int)i, info, detail, sz);
         if (r)
             return r;
-        if (!same_token(json_string_value(json_array_get(toks, i)), &first))
-            *all_same = 0;
+        track(run, json_string_value(json_array_get(toks, i)));
     }
     /* top_logprobs: a list of {token: logprob} objects, one per position. */
     const json_t *tops = json_object_get(lp, "top_logprobs");
@@ -176,34 +188,27 @@ static int scan_completion_logprobs(const json_t *lp, probe_gen_info *info, int 
                 return verdict(PV_NAN_LOGPROBS, detail, sz, "top logprob at %d is non-finite", (int)i);
         }
     }
-    if (first)
-        snprintf(first_tok, ftsz, "%s", first);
     return PV_OK;
 }
 
 /* /v1/chat/completions: logprobs.content[] = {token, logprob, top_logprobs[]}. */
-static int scan_chat_logprobs(const json_t *lp, probe_gen_info *info, int *all_same,
-                              char *first_tok, size_t ftsz, char *detail, size_t sz)
+static int scan_chat_logprobs(const json_t *lp, probe_gen_info *info, run_tracker *run,
+                              char *detail, size_t sz)
 {
     const json_t *content = json_object_get(lp, "content");
-    const char *first = NULL;
     size_t i, k;
     const json_t *e, *t;
-    *all_same = 1;
     json_array_foreach(content, i, e) {
         int r = check_logprob(json_object_get(e, "logprob"), (int)i, info, detail, sz);
         if (r)
             return r;
-        if (!same_token(json_string_value(json_object_get(e, "token")), &first))
-            *all_same = 0;
+        track(run, json_string_value(json_object_get(e, "token")));
         json_array_foreach(json_object_get(e, "top_logprobs"), k, t) {
             const json_t *x = json_object_get(t, "logprob");
             if (!json_is_number(x) || !isfinite(json_number_value(x)))
                 return verdict(PV_NAN_LOGPROBS, detail, sz, "top logprob at %d is non-finite", (int)i);
         }
     }
-    if (first)
-        snprintf(first_tok, ftsz, "%s", first);
     return PV_OK;
 }
 
@@ -272,13 +277,13 @@ static int classify_choice(probe_kind kind, const json_t *root, const char *cons
     if (!json_object_get(json_object_get(root, "usage"), "completion_tokens"))
         info->completion_tokens = -1;
 
-    int all_same = 0, r;
-    char first_tok[64] = "";
+    int r;
+    run_tracker run = {0};
     const json_t *lp = json_object_get(choice, "logprobs");
     if (kind == PROBE_COMPLETION)
-        r = scan_completion_logprobs(lp, info, &all_same, first_tok, sizeof first_tok, detail, sz);
+        r = scan_completion_logprobs(lp, info, &run, detail, sz);
     else
-        r = scan_chat_logprobs(lp, info, &all_same, first_tok, sizeof first_tok, detail, sz);
+        r = scan_chat_logprobs(lp, info, &run, detail, sz);
     if (r)
         return r;
 
@@ -294,9 +299,10 @@ static int classify_choice(probe_kind kind, const json_t *root, const char *cons
         return verdict(PV_EMPTY_GENERATION, detail, sz,
                        "content %s with finish_reason=length after %d tokens",
                        text ? "empty" : "null", info->completion_tokens);
-    if (all_same && info->ntokens >= DEGENERATE_MIN_TOKENS)
-        return verdict(PV_DEGENERATE, detail, sz, "all %d tokens are the same token '%s'", info->ntokens,
-                       first_tok);
+    info->longest_run = run.best;
+    if (run.best >= DEGENERATE_MIN_TOKENS && run.best * 100 >= info->ntokens * DEGENERATE_SHARE_PCT)
+        return verdict(PV_DEGENERATE, detail, sz, "%d of %d tokens are the same token '%s' in a row",
+                       run.best, info->ntokens, run.best_tok);
     if (info->ntokens == 0)
         return verdict(PV_OK, detail, sz, "finish_reason=%s, no logprobs returned", info->finish_reason);
     return verdict(PV_OK, detail, sz, "%d tokens, logprob in [%.3g, %.3g], finish_reason=%s%s",

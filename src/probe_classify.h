@@ -14,7 +14,7 @@ enum {
     PV_MODEL_MISSING = 11,   /* /v1/models does not list the expected model */
     PV_NAN_LOGPROBS = 12,    /* non-finite logprob, or HTTP 400 naming NaN/inf */
     PV_EMPTY_GENERATION = 13,/* content null/empty while finish_reason=length */
-    PV_DEGENERATE = 14,      /* every generated token the same */
+    PV_DEGENERATE = 14,      /* the reply is one token repeated (run >= 4, >= 60%) */
     PV_TIMEOUT = 15,         /* a request ran past --timeout */
     PV_VISION_FAILED = 16,   /* the image request failed (detail says how) */
     PV_TOOLS_FAILED = 17,    /* the tool-call request failed (detail says how) */
@@ -42,6 +42,7 @@ typedef struct probe_gen_info {
     int ntokens;           /* tokens with a logprob entry */
     int completion_tokens; /* usage.completion_tokens, -1 if absent */
     double min_logprob, max_logprob;
+    int longest_run;       /* most consecutive repeats of one token */
     int ntool_calls;
     char tool_name[64];
 } probe_gen_info;

@@ -73,6 +73,20 @@ def make_model(fixture, dst):
     shutil.copy(os.path.join(fixture, "generation_config.json"), dst)
 
 
+def plant_loop(src, dst):
+    """A seat whose output collapses onto one token: one embedding row scaled
+    up so far (tied embeddings = the LM head) that greedy picks it always."""
+    shutil.copytree(src, dst)
+    path = os.path.join(dst, "model.safetensors")
+    sd = load_file(path)
+    key = next(k for k in sorted(sd) if k.endswith("language_model.embed_tokens.weight"))
+    tok = Tokenizer.from_file(os.path.join(src, "tokenizer.json"))
+    tid = tok.encode(" the").ids[0]
+    sd[key][tid] *= 1000
+    save_file(sd, path, metadata={"format": "pt"})
+    print("scaled embedding row", tid, "of", key)
+
+
 def main():
     tarball, out = sys.argv[1], sys.argv[2]
     shutil.rmtree(out, ignore_errors=True)
@@ -86,6 +100,7 @@ def main():
         vocab = json.load(f)["text_config"]["vocab_size"]
     make_tokenizer(vocab, healthy)
     plant_nan(healthy, os.path.join(out, "nan"))
+    plant_loop(healthy, os.path.join(out, "loop"))
 
 
 if __name__ == "__main__":
