@@ -13,6 +13,7 @@ int cmd_doctor(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 int cmd_fit(int argc, char **argv);
+int cmd_dequantize(int argc, char **argv);
 
 typedef struct ff_command {
     const char *name;

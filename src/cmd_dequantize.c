@@ -1,0 +1,218 @@
+/* fp4forge dequantize: NVFP4 checkpoint -> bf16 checkpoint, bit for bit what
+ * compressed-tensors' decompressor gives, so fp4forge output can be compared
+ * (or served) by tools that read only bf16. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "cliopt.h"
+#include "commands.h"
+#include "decode.h"
+#include "fsutil.h"
+#include "jsonio.h"
+#include "shards.h"
+
+static const cli_opt dequantize_opts[] = {
+    {"--shard-size", "SIZE", "target shard size, e.g. 5GB (default), 500MB"},
+    {"--force", NULL, "replace OUT_DIR if it exists"},
+    {NULL, NULL, NULL},
+};
+
+static const cli_spec dequantize_spec = {
+    "dequantize", "Q_DIR OUT_DIR",
+    "Writes a bf16 checkpoint from an NVFP4 one: each module's weight_packed, weight_scale and\n"
+    "weight_global_scale become <module>.weight BF16 [out, in] = bf16(code * (fp8 scale /\n"
+    "global scale)) computed in f32 (what compressed-tensors' decompressor does); every other\n"
+    "tensor is copied, in the same order. config.json loses quantization_config; other files\n"
+    "are copied. Output is staged in OUT_DIR.partial-PID and renamed into place when complete.",
+    dequantize_opts, 2, 2,
+};
+
+/* One output tensor: a copy of src, or the decode of module. */
+typedef struct dq_item {
+    const ckpt_tensor *src;
+    dq_module mod;
+    int decoded;
+} dq_item;
+
+typedef struct dq_job {
+    dq_item *items;
+    st_out *outs;
+    char **names;
+    size_t n;
+} dq_job;
+
+static void job_free(dq_job *j)
+{
+    for (size_t i = 0; i < j->n; i++) {
+        dq_module_free(&j->items[i].mod);
+        free(j->names[i]);
+    }
+    free(j->items);
+    free(j->outs);
+    free(j->names);
+}
+
+static int add_item(const ckpt *c, const ckpt_tensor *t, dq_job *j, ff_err *e)
+{
+    char mod[1024];
+    dq_item *it = &j->items[j->n];
+    st_out *o = &j->outs[j->n];
+    memset(it, 0, sizeof *it);
+    memset(o, 0, sizeof *o);
+    it->src = t;
+    if (dq_module_of(t->st->name, mod, sizeof mod)) {
+        int rc = dq_find(c, mod, &it->mod, e);
+        if (rc)
+            return rc;
+        it->decoded = 1;
+        size_t len = strlen(mod) + 8;
+        j->names[j->n] = malloc(len);
+        if (!j->names[j->n])
+            return ff_fail(e, FF_EIO, "out of memory");
+        snprintf(j->names[j->n], len, "%s.weight", mod);
+        o->dtype = FF_DT_BF16;
+        o->ndim = 2;
+        o->shape[0] = (int64_t)it->mod.rows;
+        o->shape[1] = (int64_t)it->mod.cols;
+        o->nbytes = it->mod.rows * it->mod.cols * 2;
+    } else {
+        j->names[j->n] = strdup(t->st->name);
+        if (!j->names[j->n])
+            return ff_fail(e, FF_EIO, "out of memory");
+        o->dtype = t->st->dtype;
+        o->ndim = t->st->ndim;
+        memcpy(o->shape, t->st->shape, sizeof o->shape);
+        o->nbytes = t->st->end - t->st->begin;
+    }
+    o->name = j->names[j->n];
+    j->n++;
+    return FF_OK;
+}
+
+/* The output tensor list in source order: scales vanish into their weight. */
+static int build_job(const ckpt *c, dq_job *j, ff_err *e)
+{
+    memset(j, 0, sizeof *j);
+    size_t cap = c->ntensors ? c->ntensors : 1;
+    j->items = calloc(cap, sizeof *j->items);
+    j->outs = calloc(cap, sizeof *j->outs);
+    j->names = calloc(cap, sizeof *j->names);
+    if (!j->items || !j->outs || !j->names)
+        return ff_fail(e, FF_EIO, "out of memory");
+    for (size_t i = 0; i < c->ntensors; i++) {
+        const ckpt_tensor *t = &c->tensors[i];
+        if (dq_part(c, t->st->name) == DQ_PART_SCALE)
+            continue;  /* a scale: written as part of its module's weight */
+        int rc = add_item(c, t, j, e);
+        if (rc)
+            return rc;
+    }
+    return FF_OK;
+}
+
+static int write_items(const ckpt *c, const dq_job *j, shard_set *ss, ff_err *e)
+{
+    int rc = FF_OK;
+    for (size_t i = 0; i < j->n && rc == FF_OK; i++) {
+        const dq_item *it = &j->items[i];
+        if (!it->decoded) {
+            rc = shards_write(ss, i, ckpt_data(c, it->src), it->src->st->end - it->src->st->begin, e);
+            continue;
+        }
+        uint16_t *buf = malloc(j->outs[i].nbytes + 2);
+        dq_stats st;
+        if (!buf)
+            return ff_fail(e, FF_EIO, "out of memory decoding %s", it->mod.module);
+        rc = dq_decode(c, &it->mod, NULL, buf, &st, e);
+        if (!rc)
+            rc = shards_write(ss, i, buf, j->outs[i].nbytes, e);
+        free(buf);
+    }
+    return rc;
+}
+
+/* config.json without quantization_config, then every non-weight file. */
+static int write_meta(const ckpt *c, const char *dir, ff_err *e)
+{
+    int rc = FF_OK;
+    if (c->config) {
+        json_t *cfg = json_deep_copy(c->config);
+        json_object_del(cfg, "quantization_config");
+        char *p = fs_join(dir, "config.json");
+        rc = jsonio_save(p, cfg, e);
+        free(p);
+        json_decref(cfg);
+    }
+    size_t n;
+    char **files = rc ? NULL : fs_list_files(c->dir, &n, e);
+    if (!files)
+        return rc ? rc : e->code;
+    for (size_t i = 0; i < n && rc == FF_OK; i++) {
+        size_t len = strlen(files[i]);
+        if ((len > 12 && strcmp(files[i] + len - 12, ".safetensors") == 0) ||
+            strcmp(files[i], "model.safetensors.index.json") == 0 || strcmp(files[i], "config.json") == 0)
+            continue;
+        char *a = fs_join(c->dir, files[i]), *b = fs_join(dir, files[i]);
+        rc = fs_copy_file(a, b, e);
+        free(a);
+        free(b);
+    }
+    fs_free_list(files, n);
+    return rc;
+}
+
+static int dequantize_run(const char *in, const char *out, uint64_t shard_size, int force, ff_err *e)
+{
+    ckpt c;
+    dq_job j = {0};
+    fs_stage stage = {0};
+    shard_set ss = {0};
+    int rc = ckpt_open(&c, in, 0, e);
+    if (!rc && fs_same(in, out))
+        rc = ff_fail(e, FF_EUSAGE, "%s: output folder is the input folder", out);
+    if (!rc)
+        rc = build_job(&c, &j, e);
+    if (!rc)
+        rc = fs_stage_begin(&stage, out, force, e);
+    if (!rc)
+        rc = shards_open(&ss, j.outs, j.n, shard_size, stage.tmp_dir, e);
+    if (!rc)
+        rc = write_items(&c, &j, &ss, e);
+    if (!rc)
+        rc = shards_close(&ss, stage.tmp_dir, e);
+    if (!rc)
+        rc = write_meta(&c, stage.tmp_dir, e);
+    shards_free(&ss);
+    if (!rc)
+        rc = fs_stage_commit(&stage, e);
+    if (rc && stage.tmp_dir)
+        fs_stage_abort(&stage);
+    fs_stage_free(&stage);
+    job_free(&j);
+    ckpt_close(&c);
+    return rc;
+}
+
+int cmd_dequantize(int argc, char **argv)
+{
+    cli_args a;
+    ff_err e = {0};
+    if (cli_parse(&dequantize_spec, argc, argv, &a, &e))
+        return cmd_report("dequantize", &e);
+    if (a.help) {
+        cli_print_help(&dequantize_spec, stdout);
+        return 0;
+    }
+    double sz = 5e9;
+    if (cli_get(&a, "--shard-size") && (cli_parse_size(cli_get(&a, "--shard-size"), &sz) || sz < 1)) {
+        ff_fail(&e, FF_EUSAGE, "--shard-size: not a size: %s", cli_get(&a, "--shard-size"));
+        return cmd_report("dequantize", &e);
+    }
+    int rc = dequantize_run(a.pos[0], a.pos[1], (uint64_t)sz, cli_flag(&a, "--force"), &e);
+    if (rc)
+        return cmd_report("dequantize", &e);
+    printf("fp4forge dequantize: %s\n", a.pos[1]);
+    return 0;
+}

@@ -1,0 +1,114 @@
+#include "decode.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvfp4.h"
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a > b && s[a - b - 1] == '.' && strcmp(s + a - b, suffix) == 0;
+}
+
+const char *dq_module_of(const char *tensor_name, char *buf, size_t n)
+{
+    if (!ends_with(tensor_name, DQ_PACKED))
+        return NULL;
+    size_t len = strlen(tensor_name) - strlen(DQ_PACKED) - 1;
+    if (len + 1 > n)
+        return NULL;
+    memcpy(buf, tensor_name, len);
+    buf[len] = 0;
+    return buf;
+}
+
+dq_part_kind dq_part(const ckpt *c, const char *tensor_name)
+{
+    static const char *const suffixes[] = {DQ_PACKED, DQ_SCALE, DQ_GLOBAL};
+    for (size_t i = 0; i < 3; i++) {
+        if (!ends_with(tensor_name, suffixes[i]))
+            continue;
+        if (i == 0)
+            return DQ_PART_PACKED;
+        size_t len = strlen(tensor_name) - strlen(suffixes[i]);
+        char buf[1024];
+        if (len + sizeof DQ_PACKED > sizeof buf)
+            return DQ_PART_NONE;
+        memcpy(buf, tensor_name, len);
+        strcpy(buf + len, DQ_PACKED);
+        return ckpt_find(c, buf) ? DQ_PART_SCALE : DQ_PART_NONE;
+    }
+    return DQ_PART_NONE;
+}
+
+static const ckpt_tensor *find_part(const ckpt *c, const char *module, const char *suffix)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s.%s", module, suffix);
+    return ckpt_find(c, buf);
+}
+
+int dq_find(const ckpt *c, const char *module, dq_module *m, ff_err *e)
+{
+    memset(m, 0, sizeof *m);
+    m->packed = find_part(c, module, DQ_PACKED);
+    m->scale = find_part(c, module, DQ_SCALE);
+    m->global = find_part(c, module, DQ_GLOBAL);
+    if (!m->packed || !m->scale || !m->global)
+        return ff_fail(e, FF_EIO, "%s: quantized module lacks %s", module,
+                       !m->packed ? DQ_PACKED : !m->scale ? DQ_SCALE : DQ_GLOBAL);
+    const st_tensor *p = m->packed->st, *s = m->scale->st, *g = m->global->st;
+    if (p->dtype != FF_DT_U8 || s->dtype != FF_DT_F8_E4M3 || g->dtype != FF_DT_F32)
+        return ff_fail(e, FF_EIO, "%s: dtypes %s/%s/%s, expected U8/F8_E4M3/F32", module,
+                       ff_dtype_name(p->dtype), ff_dtype_name(s->dtype), ff_dtype_name(g->dtype));
+    if (p->ndim != 2 || s->ndim != 2 || st_numel(g) != 1)
+        return ff_fail(e, FF_EIO, "%s: packed/scale must be 2-D and global scale one value", module);
+    m->rows = (uint64_t)p->shape[0];
+    m->cols = (uint64_t)p->shape[1] * 2;
+    if ((uint64_t)s->shape[0] != m->rows || (uint64_t)s->shape[1] * NVFP4_GROUP != m->cols)
+        return ff_fail(e, FF_EIO, "%s: weight_scale shape [%lld, %lld] does not fit packed [%lld, %lld]",
+                       module, (long long)s->shape[0], (long long)s->shape[1],
+                       (long long)p->shape[0], (long long)p->shape[1]);
+    m->module = strdup(module);
+    return m->module ? FF_OK : ff_fail(e, FF_EIO, "out of memory");
+}
+
+void dq_module_free(dq_module *m)
+{
+    free(m->module);
+    m->module = NULL;
+}
+
+/* Decodes a few rows at a time so bf16-only callers need no full f32 copy. */
+#define DQ_ROWS 64
+
+int dq_decode(const ckpt *c, const dq_module *m, float *f32, uint16_t *bf16, dq_stats *st,
+              ff_err *e)
+{
+    memset(st, 0, sizeof *st);
+    st->first_bad = UINT64_MAX;
+    memcpy(&st->global_scale, ckpt_data(c, m->global), sizeof(float));
+    const uint8_t *packed = ckpt_data(c, m->packed), *scales = ckpt_data(c, m->scale);
+    float *tmp = malloc(DQ_ROWS * m->cols * sizeof *tmp);
+    if (!tmp)
+        return ff_fail(e, FF_EIO, "out of memory decoding %s", m->module);
+    for (uint64_t r = 0; r < m->rows; r += DQ_ROWS) {
+        uint64_t n = m->rows - r < DQ_ROWS ? m->rows - r : DQ_ROWS;
+        nvfp4_dequantize_rows(packed + r * (m->cols / 2), scales + r * (m->cols / NVFP4_GROUP),
+                              st->global_scale, m->cols, n, tmp);
+        for (uint64_t i = 0; i < n * m->cols; i++) {
+            uint64_t at = r * m->cols + i;
+            if (!isfinite(tmp[i]) && st->nonfinite++ == 0)
+                st->first_bad = at;
+            if (f32)
+                f32[at] = tmp[i];
+            if (bf16)
+                bf16[at] = ff_f32_to_bf16(tmp[i]);
+        }
+    }
+    free(tmp);
+    return FF_OK;
+}

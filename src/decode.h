@@ -1,0 +1,47 @@
+/* Decoding compressed-tensors NVFP4 modules back to bf16, exactly as
+ * compressed-tensors' decompressor does: value = code_value * (fp8 scale as
+ * f32 / global_scale) in f32, then round-to-nearest-even to bf16. dequantize
+ * writes these; verify compares them against the source. */
+#ifndef FF_DECODE_H
+#define FF_DECODE_H
+
+#include <stdint.h>
+
+#include "checkpoint.h"
+
+#define DQ_PACKED "weight_packed"
+#define DQ_SCALE "weight_scale"
+#define DQ_GLOBAL "weight_global_scale"
+
+/* The three tensors of one quantized module. */
+typedef struct dq_module {
+    char *module;                 /* "<mod>" (without ".weight_packed") */
+    const ckpt_tensor *packed, *scale, *global;
+    uint64_t rows, cols;          /* of the decoded [out, in] weight */
+} dq_module;
+
+/* Module name of a "<mod>.weight_packed" tensor into buf; NULL if the name has
+ * another suffix. */
+const char *dq_module_of(const char *tensor_name, char *buf, size_t n);
+/* Which part of a quantized module a tensor is. A scale counts only when its
+ * packed weight is there too (a lone weight_scale is an fp8 checkpoint's). */
+typedef enum { DQ_PART_NONE = 0, DQ_PART_PACKED, DQ_PART_SCALE } dq_part_kind;
+dq_part_kind dq_part(const ckpt *c, const char *tensor_name);
+
+/* Finds and checks (dtypes, shapes) the three tensors of `module`. */
+int dq_find(const ckpt *c, const char *module, dq_module *m, ff_err *e);
+void dq_module_free(dq_module *m);
+
+/* What decoding saw: non-finite values (a NaN fp8 scale, a zero or NaN
+ * global scale) are counted, not refused, so verify can name them. */
+typedef struct dq_stats {
+    uint64_t nonfinite;           /* f32 values that were NaN or Inf */
+    uint64_t first_bad;           /* element index of the first one */
+    float global_scale;
+} dq_stats;
+
+/* Decodes into f32 (rows*cols) and/or bf16 (rows*cols); either may be NULL. */
+int dq_decode(const ckpt *c, const dq_module *m, float *f32, uint16_t *bf16, dq_stats *st,
+              ff_err *e);
+
+#endif
