@@ -1,0 +1,240 @@
+#include "diff.h"
+
+#include <string.h>
+
+#include "checkpoint.h"
+#include "inspect.h"
+#include "jsonio.h"
+
+typedef struct side {
+    ckpt c;
+    insp s;
+    int open;
+} side;
+
+/* The class fields that must agree, as a table. */
+static json_t *class_diff(const insp_class *a, const insp_class *b)
+{
+    json_t *d = json_array();
+    struct { const char *name; long long x, y; } f[] = {
+        {"moe", a->moe, b->moe},
+        {"experts", a->experts, b->experts},
+        {"layers", a->layers, b->layers},
+        {"vision", a->vision, b->vision},
+        {"arch", strcmp(a->arch, b->arch) != 0, 0},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        if (f[i].x != f[i].y) {
+            char buf[200];
+            if (strcmp(f[i].name, "arch") == 0)
+                snprintf(buf, sizeof buf, "arch: %s vs %s", a->arch, b->arch);
+            else if (strcmp(f[i].name, "moe") == 0)
+                snprintf(buf, sizeof buf, "class: %s vs %s", insp_class_name(a), insp_class_name(b));
+            else
+                snprintf(buf, sizeof buf, "%s: %lld vs %lld", f[i].name, f[i].x, f[i].y);
+            json_array_append_new(d, json_string(buf));
+        }
+    return d;
+}
+
+static const insp_row *find_row(const insp *s, const insp_row *r)
+{
+    for (size_t i = 0; i < s->nrows; i++)
+        if (strcmp(s->rows[i].family, r->family) == 0 && s->rows[i].dtype == r->dtype &&
+            strcmp(s->rows[i].suffix, r->suffix) == 0)
+            return &s->rows[i];
+    return NULL;
+}
+
+static void row_diff_one(const insp_row *r, const insp_row *o, int a_side, json_t *out)
+{
+    if (o && !a_side)
+        return;  /* both sides present: reported from A's pass */
+    if (o && o->count == r->count && o->bytes == r->bytes)
+        return;
+    json_t *x = json_object();
+    const insp_row *ra = a_side ? r : o, *rb = a_side ? o : r;
+    json_object_set_new(x, "family", json_string(r->family));
+    json_object_set_new(x, "dtype", json_string(ff_dtype_name(r->dtype)));
+    json_object_set_new(x, "suffix", json_string(r->suffix));
+    json_object_set_new(x, "a", json_integer(ra ? ra->count : 0));
+    json_object_set_new(x, "b", json_integer(rb ? rb->count : 0));
+    json_object_set_new(x, "a_bytes", json_integer(ra ? (json_int_t)ra->bytes : 0));
+    json_object_set_new(x, "b_bytes", json_integer(rb ? (json_int_t)rb->bytes : 0));
+    json_array_append_new(out, x);
+}
+
+static json_t *table_diff(const insp *a, const insp *b)
+{
+    json_t *out = json_array();
+    for (size_t i = 0; i < a->nrows; i++)
+        row_diff_one(&a->rows[i], find_row(b, &a->rows[i]), 1, out);
+    for (size_t i = 0; i < b->nrows; i++)
+        row_diff_one(&b->rows[i], find_row(a, &b->rows[i]), 0, out);
+    return out;
+}
+
+/* Names in x's tensor table and not in y's. */
+static json_t *names_only(const ckpt *x, const ckpt *y)
+{
+    json_t *n = json_array();
+    for (size_t i = 0; i < x->ntensors; i++)
+        if (!ckpt_find(y, x->tensors[i].st->name))
+            json_array_append_new(n, json_string(x->tensors[i].st->name));
+    return n;
+}
+
+static json_t *shape_diff(const ckpt *a, const ckpt *b)
+{
+    json_t *n = json_array();
+    for (size_t i = 0; i < a->ntensors; i++) {
+        const st_tensor *x = a->tensors[i].st;
+        const ckpt_tensor *t = ckpt_find(b, x->name);
+        if (t && (x->dtype != t->st->dtype || x->ndim != t->st->ndim ||
+                  memcmp(x->shape, t->st->shape, sizeof x->shape) != 0))
+            json_array_append_new(n, json_string(x->name));
+    }
+    return n;
+}
+
+static int has_string(const json_t *arr, const char *s)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v)
+        if (json_is_string(v) && strcmp(json_string_value(v), s) == 0)
+            return 1;
+    return 0;
+}
+
+static json_t *set_minus(const json_t *x, const json_t *y)
+{
+    json_t *n = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(x, i, v)
+        if (json_is_string(v) && !has_string(y, json_string_value(v)))
+            json_array_append(n, v);
+    return n;
+}
+
+static int open_side(side *s, const char *dir, ff_err *e)
+{
+    int rc = ckpt_open(&s->c, dir, 0, e);
+    s->open = 1;
+    return rc ? rc : insp_build(&s->s, &s->c, e);
+}
+
+static void close_side(side *s)
+{
+    insp_free(&s->s);
+    if (s->open)
+        ckpt_close(&s->c);
+}
+
+static void fill(json_t *r, const side *A, const side *B)
+{
+    json_t *empty = json_array();
+    const json_t *ia = insp_ignore(&A->s), *ib = insp_ignore(&B->s);
+    ia = ia ? ia : empty;
+    ib = ib ? ib : empty;
+    json_t *ta = table_diff(&A->s, &B->s), *oa = names_only(&A->c, &B->c), *ob = names_only(&B->c, &A->c);
+    json_t *sh = shape_diff(&A->c, &B->c), *im = set_minus(ia, ib), *ie = set_minus(ib, ia);
+    json_object_set_new(r, "tensor_table", ta);
+    json_object_set_new(r, "only_in_a", insp_group_names(oa));
+    json_object_set_new(r, "only_in_b", insp_group_names(ob));
+    json_object_set_new(r, "shape_or_dtype", insp_group_names(sh));
+    json_object_set_new(r, "ignore_missing_in_b", insp_group_names(im));
+    json_object_set_new(r, "ignore_extra_in_b", insp_group_names(ie));
+    json_t *ja = insp_to_json(&A->s), *jb = insp_to_json(&B->s);
+    json_object_set(r, "shards_a", json_object_get(ja, "shards"));
+    json_object_set(r, "shards_b", json_object_get(jb, "shards"));
+    int same = json_array_size(ta) == 0 && json_array_size(oa) == 0 && json_array_size(ob) == 0 &&
+               json_array_size(sh) == 0 && json_array_size(im) == 0 && json_array_size(ie) == 0;
+    json_object_set_new(r, "same", json_boolean(same));
+    json_decref(oa);
+    json_decref(ob);
+    json_decref(sh);
+    json_decref(im);
+    json_decref(ie);
+    json_decref(ja);
+    json_decref(jb);
+    json_decref(empty);
+}
+
+int diff_run(const char *a, const char *b, int allow, json_t **result, ff_err *e)
+{
+    side A = {0}, B = {0};
+    *result = NULL;
+    int rc = open_side(&A, a, e);
+    if (!rc)
+        rc = open_side(&B, b, e);
+    if (rc) {
+        close_side(&A);
+        close_side(&B);
+        return rc;
+    }
+    json_t *r = json_object(), *cd = class_diff(&A.s.cls, &B.s.cls);
+    json_object_set_new(r, "a", json_string(a));
+    json_object_set_new(r, "b", json_string(b));
+    json_object_set_new(r, "class_a", json_string(insp_class_name(&A.s.cls)));
+    json_object_set_new(r, "class_b", json_string(insp_class_name(&B.s.cls)));
+    json_object_set_new(r, "class_differences", cd);
+    if (json_array_size(cd) && !allow) {
+        json_object_set_new(r, "refused", json_true());
+        json_object_set_new(r, "same", json_false());
+        rc = ff_fail(e, FF_ECLASS, "architecture classes differ (%s); this control cannot distinguish the "
+                     "differences that matter (pass --allow-class-mismatch to compare anyway)",
+                     json_string_value(json_array_get(cd, 0)));
+    } else {
+        json_object_set_new(r, "refused", json_false());
+        fill(r, &A, &B);
+    }
+    close_side(&A);
+    close_side(&B);
+    *result = r;
+    return rc;
+}
+
+static void print_groups(FILE *out, const json_t *groups, const char *what)
+{
+    size_t i;
+    json_t *g;
+    json_array_foreach(groups, i, g) {
+        const json_t *names = json_object_get(g, "names");
+        fprintf(out, "  %lld %s: %s\n", (long long)jsonio_int(g, "count", 0), what, jsonio_str(g, "pattern", ""));
+        for (size_t k = 0; k < json_array_size(names) && k < 64; k++)
+            fprintf(out, "      %s\n", json_string_value(json_array_get(names, k)));
+        if (json_array_size(names) > 64)
+            fprintf(out, "      ... %zu more (--json lists all)\n", json_array_size(names) - 64);
+    }
+}
+
+void diff_print(const json_t *r, FILE *out)
+{
+    fprintf(out, "fp4forge diff: A %s (%s)  B %s (%s)\n", jsonio_str(r, "a", ""), jsonio_str(r, "class_a", ""),
+            jsonio_str(r, "b", ""), jsonio_str(r, "class_b", ""));
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(r, "class_differences"), i, v)
+        fprintf(out, "  class differs: %s\n", json_string_value(v));
+    if (json_is_true(json_object_get(r, "refused"))) {
+        fprintf(out, "  refused: a control of another architecture class cannot show what matters\n");
+        return;
+    }
+    json_array_foreach(json_object_get(r, "tensor_table"), i, v)
+        fprintf(out, "  table  %-10s %-8s %-22s A %lld  B %lld\n", jsonio_str(v, "family", ""),
+                jsonio_str(v, "dtype", ""), jsonio_str(v, "suffix", ""), (long long)jsonio_int(v, "a", 0),
+                (long long)jsonio_int(v, "b", 0));
+    print_groups(out, json_object_get(r, "ignore_missing_in_b"), "missing from B's ignore list");
+    print_groups(out, json_object_get(r, "ignore_extra_in_b"), "extra in B's ignore list");
+    print_groups(out, json_object_get(r, "only_in_a"), "tensors only in A");
+    print_groups(out, json_object_get(r, "only_in_b"), "tensors only in B");
+    print_groups(out, json_object_get(r, "shape_or_dtype"), "shape/dtype differ");
+    const char *sk[] = {"shards_a", "shards_b"};
+    for (int s = 0; s < 2; s++)
+        json_array_foreach(json_object_get(r, sk[s]), i, v)
+            fprintf(out, "  shard  %c %s  %lld bytes\n", 'A' + s, jsonio_str(v, "file", ""),
+                    (long long)jsonio_int(v, "bytes", 0));
+    fprintf(out, "  verdict: %s\n", json_is_true(json_object_get(r, "same")) ? "SAME" : "DIFFERENT");
+}
