@@ -168,10 +168,17 @@ static void check_fused(vctx *v)
         while (j < n && strcmp(recs[j].key, recs[i].key) == 0)
             j++;
         groups++;
+        int differ = 0;
         for (size_t k = i + 1; k < j; k++)
-            if (memcmp(&recs[k].gs, &recs[i].gs, sizeof(float)) != 0)
-                fail_item(v, "fused_scales", "%s global scale %.9g != %s %.9g (they share one GEMM)",
-                          recs[k].module, (double)recs[k].gs, recs[i].module, (double)recs[i].gs);
+            differ |= memcmp(&recs[k].gs, &recs[i].gs, sizeof(float)) != 0;
+        if (differ) {  /* one line per group, every member with its scale */
+            char buf[1000];
+            size_t o = 0;
+            for (size_t k = i; k < j && o < sizeof buf - 1; k++)
+                o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s %.9g", k > i ? ", " : "",
+                                      recs[k].module, (double)recs[k].gs);
+            fail_item(v, "fused_scales", "global scales differ in a fused group (one GEMM): %s", buf);
+        }
         i = j;
     }
     detail(v, "fused_scales", "%zu fused groups, %zu members", groups, n);
