@@ -5,6 +5,7 @@
 
 #include "cmd_common.h"
 #include "commands.h"
+#include "lora.h"
 #include "quantize.h"
 
 static const cli_opt quantize_opts[] = {
@@ -15,6 +16,8 @@ static const cli_opt quantize_opts[] = {
     {"--json", NULL, "with --dry-run: the plan as JSON; otherwise a JSON summary"},
     {"--quiet", NULL, "no progress bar"},
     {"--force", NULL, "replace OUT_DIR if it exists"},
+    {"--lora", "ADAPTER", "merge this PEFT LoRA adapter in the same pass (see fp4forge merge)"},
+    {"--lora-allow-ignored", NULL, "with --lora: merge modules the recipe leaves unquantized"},
     RECIPE_OPTS,
     {NULL, NULL, NULL},
 };
@@ -96,13 +99,25 @@ int cmd_quantize(int argc, char **argv)
     ckpt c;
     plan p = {0};
     quant_stats st;
+    lora_adapter l = {0};
+    quant_source qs;
     int rc = ckpt_open(&c, a.pos[0], 1, &e);
     if (!rc)
         rc = plan_build(&p, &c, &r.opts, &e);
+    if (!rc && cli_get(&a, "--lora")) {
+        rc = lora_open(&l, cli_get(&a, "--lora"), &e);
+        if (!rc)
+            rc = lora_bind(&l, &c, &p, cli_flag(&a, "--lora-allow-ignored"), &e);
+        lora_quant_source(&l, &qs);
+        o.source = &qs;
+    }
     if (!rc)
         rc = quantize_run(&c, &p, a.pos[1], &o, &st, &e);
     if (!rc)
         summary(&p, &st, a.pos[1], json);
+    if (!rc && o.source && !json)
+        lora_print_summary(&l, stdout);
+    lora_close(&l);
     plan_free(&p);
     ckpt_close(&c);
     return rc ? cmd_report("quantize", &e) : 0;

@@ -33,11 +33,15 @@ typedef struct unit_job {
     float *task_amax;
     uint64_t *task_bad;       /* element index of a NaN/Inf, or UINT64_MAX */
     uint8_t **packed, **scales;
+    void **data;              /* per member: the quant_source's copy, or NULL */
 } unit_job;
 
-static const uint8_t *member_base(const unit_job *j, const plan_member *m)
+/* Member k's source tensor: the producer's copy when it made one, else the map. */
+static const uint8_t *member_base(const unit_job *j, size_t k)
 {
-    return ckpt_data(j->c, m->src);
+    if (j->data && j->data[k])
+        return j->data[k];
+    return ckpt_data(j->c, j->p->members[j->u->first + k].src);
 }
 
 static uint64_t task_rows(const unit_job *j, size_t t)
@@ -53,7 +57,7 @@ static void absmax_task(void *ctx, size_t t)
     const plan_member *m = &j->p->members[j->u->first + j->task_member[t]];
     uint64_t row = m->row0 + j->task_row[t], n = task_rows(j, t) * m->cols;
     size_t esz = ff_dtype_size(m->src->st->dtype);
-    const uint8_t *p = member_base(j, m) + row * m->cols * esz;
+    const uint8_t *p = member_base(j, j->task_member[t]) + row * m->cols * esz;
     uint64_t bad;
     j->task_bad[t] = UINT64_MAX;
     if (nvfp4_absmax(p, m->src->st->dtype, n, &j->task_amax[t], &bad))
@@ -66,7 +70,7 @@ static void quant_task(void *ctx, size_t t)
     size_t k = j->task_member[t];
     const plan_member *m = &j->p->members[j->u->first + k];
     uint64_t r = j->task_row[t];
-    j->kernel(member_base(j, m), m->src->st->dtype, m->cols, m->row0 + r, task_rows(j, t), j->gs,
+    j->kernel(member_base(j, k), m->src->st->dtype, m->cols, m->row0 + r, task_rows(j, t), j->gs,
               j->packed[k] + r * (m->cols / 2), j->scales[k] + r * (m->cols / NVFP4_GROUP));
 }
 
@@ -105,6 +109,9 @@ static void free_job(unit_job *j)
         free(j->packed[k]);
         free(j->scales[k]);
     }
+    for (size_t k = 0; j->data && k < j->u->count; k++)
+        free(j->data[k]);
+    free(j->data);
     free(j->packed);
     free(j->scales);
     free(j->task_member);
@@ -139,14 +146,32 @@ static void advise_item(const ckpt *c, const plan *p, const plan_item *it, int a
     }
 }
 
+/* Lets the quant_source replace each member's source bytes. */
+static int load_members(unit_job *j, const quant_source *qs, ff_err *e)
+{
+    if (!qs)
+        return FF_OK;
+    j->data = calloc(j->u->count, sizeof *j->data);
+    if (!j->data)
+        return ff_fail(e, FF_EIO, "out of memory quantizing %s", j->p->members[j->u->first].module);
+    int rc = FF_OK;
+    for (size_t k = 0; k < j->u->count && rc == FF_OK; k++)
+        rc = qs->load(qs->ctx, j->p->members[j->u->first + k].src, &j->data[k], e);
+    return rc;
+}
+
 static int write_unit(const ckpt *c, const plan *p, const plan_unit *u, ff_pool *pool,
-                      nvfp4_rows_fn kernel, shard_set *ss, ff_err *e)
+                      nvfp4_rows_fn kernel, const quant_source *qs, shard_set *ss, ff_err *e)
 {
     unit_job j = {.c = c, .p = p, .u = u, .kernel = kernel};
     int rc = FF_OK;
     if (plan_tasks(&j)) {
         free_job(&j);
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
+    }
+    if ((rc = load_members(&j, qs, e)) != FF_OK) {
+        free_job(&j);
+        return rc;
     }
     pool_run(pool, j.ntasks, absmax_task, &j);
     float amax = 0.0f;
@@ -175,10 +200,16 @@ static int write_unit(const ckpt *c, const plan *p, const plan_unit *u, ff_pool 
     return rc;
 }
 
-static int write_keep(const ckpt *c, const plan_item *it, shard_set *ss, ff_err *e)
+static int write_keep(const ckpt *c, const plan_item *it, const quant_source *qs, shard_set *ss,
+                      ff_err *e)
 {
-    const uint8_t *src = ckpt_data(c, it->src);
-    return shards_write(ss, it->out, src, it->src->st->end - it->src->st->begin, e);
+    void *buf = NULL;
+    if (qs && qs->load(qs->ctx, it->src, &buf, e))
+        return e->code;
+    const uint8_t *src = buf ? buf : ckpt_data(c, it->src);
+    int rc = shards_write(ss, it->out, src, it->src->st->end - it->src->st->begin, e);
+    free(buf);
+    return rc;
 }
 
 /* Everything in the input folder that is not weights travels: tokenizer,
@@ -223,13 +254,15 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
         const plan_item *it = &p->items[i];
         if (i + 1 < p->nitems)
             advise_item(c, p, &p->items[i + 1], MADV_WILLNEED);
-        rc = it->kind == ITEM_KEEP ? write_keep(c, it, ss, e)
-                                   : write_unit(c, p, &p->units[it->unit], pool, kernel, ss, e);
+        rc = it->kind == ITEM_KEEP ? write_keep(c, it, o->source, ss, e)
+                                   : write_unit(c, p, &p->units[it->unit], pool, kernel, o->source, ss, e);
         advise_item(c, p, it, MADV_DONTNEED);
         progress_add(&bar, it->kind == ITEM_KEEP ? it->src->st->end - it->src->st->begin
                                                  : plan_unit_bytes_in(p, &p->units[it->unit]), i + 1, p->nitems);
     }
     progress_end(&bar);
+    if (rc == FF_OK && o->source && o->source->finish)
+        rc = o->source->finish(o->source->ctx, e);
     return rc;
 }
 

@@ -7,12 +7,26 @@
 #include "checkpoint.h"
 #include "plan.h"
 
+/* Optional producer of source data in place of the mmap'd bytes (a LoRA
+ * merge): load is called once for each kept tensor and each member's source
+ * tensor; for one it replaces, it sets *buf to a malloc'd copy of the whole
+ * tensor in the tensor's own dtype and shape (so scales are observed in the
+ * base dtype, exactly as if the replaced bytes had been read from a folder),
+ * else leaves *buf NULL. finish (may be NULL) runs after the last item,
+ * before anything is renamed into place. */
+typedef struct quant_source {
+    void *ctx;
+    int (*load)(void *ctx, const ckpt_tensor *t, void **buf, ff_err *e);
+    int (*finish)(void *ctx, ff_err *e);
+} quant_source;
+
 typedef struct quant_opts {
     int threads;              /* <= 0: all cores */
     uint64_t shard_size;      /* bytes per shard (a tensor never splits) */
     const char *kernel;       /* NULL: the fastest this CPU runs */
     int progress;             /* draw a progress bar on stderr */
     int force;                /* replace an existing OUT_DIR */
+    const quant_source *source; /* NULL: every byte comes from the input */
 } quant_opts;
 
 typedef struct quant_stats {
