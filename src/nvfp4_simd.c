@@ -1,16 +1,356 @@
+/* AVX2 and AVX-512 NVFP4 kernels. Each is compiled with a target attribute
+ * (no -march flag), so one binary runs on any x86-64 and the dispatcher picks
+ * what the CPU has. They repeat the scalar kernel's IEEE operations one for
+ * one (two true divisions, RNE roundings, the same bucket predicates), which
+ * is why the bytes are identical, not merely close:
+ *   amax     max of |x| (NaN lanes ignored, as the scalar `a > m ? a : m`)
+ *   s        round_to_dtype(amax / 6) * gs, min 448
+ *   s8       RNE to e4m3: 3-bit mantissa rounding on the f32 bits for
+ *            normals, rint(s * 512) / 512 below 2^-6; 0 becomes 0.125
+ *   eff      s8 / gs;  y = x / eff
+ *   code     count of the thresholds |y| passes, taken with "not <=" / "not <"
+ *            predicates so a NaN lands in bucket 7 as in the scalar else-chain;
+ *            sign bit iff y < 0 (so -0.0 gives 0 and -tiny gives 8). */
 #include "nvfp4_simd.h"
 
+#include <float.h>
+#include <string.h>
+
 #if defined(__x86_64__)
-/* Placeholder until the vector kernels land: same bytes, scalar speed. */
-void nvfp4_quantize_rows_avx2(const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
-                              uint64_t nrows, float gs, uint8_t *packed, uint8_t *scales)
+#include <immintrin.h>
+
+#define T2 __attribute__((target("avx2,fma,f16c")))
+#define T5 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define INL __attribute__((always_inline)) inline
+
+/* e4m3 code of 0.125 (exponent -3 + bias 7 = 4, mantissa 0). */
+#define E4M3_ZERO_SCALE_CODE 0x20
+
+/* ---------------------------------------------------------------- AVX-512 */
+
+static T5 INL __m512 load16_512(const void *w, ff_dtype t, uint64_t i)
 {
-    nvfp4_quantize_rows_scalar(w, t, cols, row0, nrows, gs, packed, scales);
+    if (t == FF_DT_F32)
+        return _mm512_loadu_ps((const float *)w + i);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i));
+    if (t == FF_DT_F16)
+        return _mm512_cvtph_ps(h);   /* exact, subnormals included */
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static T5 INL __m512 abs512(__m512 x)
+{
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
+}
+
+/* round_to_dtype: bf16 by RNE on the bits (no NaN reaches here), f16 by the
+ * hardware conversion (IEEE RNE, subnormals and overflow to inf as torch). */
+static T5 INL __m512 round_to_512(__m512 s, ff_dtype t)
+{
+    if (t == FF_DT_F16)
+        return _mm512_cvtph_ps(_mm512_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    if (t != FF_DT_BF16)
+        return s;
+    __m512i u = _mm512_castps_si512(s);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+    return _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+/* Sixteen groups' scales at once: e4m3 codes and the f32 value eff = s8/gs. */
+static T5 INL __m512i scales_512(__m512 amax, __m512 gsv, ff_dtype t, __m512 *eff)
+{
+    __m512 s = _mm512_mul_ps(round_to_512(_mm512_div_ps(amax, _mm512_set1_ps(NVFP4_FP4_MAX)), t), gsv);
+    s = _mm512_min_ps(s, _mm512_set1_ps(NVFP4_FP8_MAX));
+    __mmask16 sub = _mm512_cmp_ps_mask(s, _mm512_set1_ps(0x1p-6f), _CMP_LT_OQ);
+    __m512 rs = _mm512_roundscale_ps(_mm512_mul_ps(s, _mm512_set1_ps(0x1p9f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512i u = _mm512_castps_si512(s);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 20), _mm512_set1_epi32(1));
+    u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7ffff)));
+    u = _mm512_and_si512(u, _mm512_set1_epi32((int)0xfff00000u));
+    /* normal: e4m3 = (f32 bits >> 20) - ((127 - 7) << 3) */
+    __m512i code = _mm512_sub_epi32(_mm512_srli_epi32(u, 20), _mm512_set1_epi32(960));
+    __m512 v = _mm512_castsi512_ps(u);
+    code = _mm512_mask_mov_epi32(code, sub, _mm512_cvtps_epi32(rs));
+    v = _mm512_mask_mov_ps(v, sub, _mm512_mul_ps(rs, _mm512_set1_ps(0x1p-9f)));
+    __mmask16 zero = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_EQ_OQ);
+    code = _mm512_mask_mov_epi32(code, zero, _mm512_set1_epi32(E4M3_ZERO_SCALE_CODE));
+    v = _mm512_mask_mov_ps(v, zero, _mm512_set1_ps(NVFP4_ZERO_SCALE));
+    *eff = _mm512_div_ps(v, gsv);
+    return code;
+}
+
+/* One group of 16: codes, pairs packed low nibble first, 8 bytes out. */
+static T5 INL void codes_512(__m512 x, __m512 eff, uint8_t *out)
+{
+    __m512 y = _mm512_div_ps(x, eff), a = abs512(y);
+    const __m512i one = _mm512_set1_epi32(1);
+    __m512i m = _mm512_setzero_si512();
+    m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.25f), _CMP_NLE_UQ), m, one);
+    m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.75f), _CMP_NLT_UQ), m, one);
+    m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.25f), _CMP_NLE_UQ), m, one);
+    m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.75f), _CMP_NLT_UQ), m, one);
+    m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.5f), _CMP_NLE_UQ), m, one);
+    m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(3.5f), _CMP_NLT_UQ), m, one);
+    m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(5.0f), _CMP_NLE_UQ), m, one);
+    __mmask16 neg = _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_LT_OQ);
+    m = _mm512_mask_or_epi32(m, neg, m, _mm512_set1_epi32(8));
+    /* each 64-bit lane holds (even, odd): even | odd << 4 in its low byte */
+    __m512i p = _mm512_or_si512(m, _mm512_srli_epi64(m, 28));
+    _mm_storel_epi64((__m128i *)out, _mm512_cvtepi64_epi8(p));
+}
+
+static T5 INL void row_512(const void *w, ff_dtype t, uint64_t base, uint64_t groups, __m512 gsv,
+                           uint8_t *pk, uint8_t *sc)
+{
+    for (uint64_t g0 = 0; g0 < groups; g0 += 16) {
+        unsigned ng = groups - g0 < 16 ? (unsigned)(groups - g0) : 16;
+        float am[16] __attribute__((aligned(64))) = {0};
+        float ef[16] __attribute__((aligned(64)));
+        for (unsigned g = 0; g < ng; g++) {
+            /* max_ps(a, acc) returns acc for a NaN lane, like the scalar */
+            __m512 a = abs512(load16_512(w, t, base + (g0 + g) * 16));
+            am[g] = _mm512_reduce_max_ps(_mm512_max_ps(a, _mm512_setzero_ps()));
+        }
+        __m512 eff;
+        __m512i code = scales_512(_mm512_load_ps(am), gsv, t, &eff);
+        _mm512_store_ps(ef, eff);
+        _mm512_mask_cvtepi32_storeu_epi8(sc + g0, (__mmask16)((1u << ng) - 1), code);
+        for (unsigned g = 0; g < ng; g++)
+            codes_512(load16_512(w, t, base + (g0 + g) * 16), _mm512_set1_ps(ef[g]), pk + (g0 + g) * 8);
+    }
+}
+
+static T5 void rows_512_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
+                          float gs, uint8_t *packed, uint8_t *scales)
+{
+    uint64_t groups = cols / NVFP4_GROUP;
+    __m512 gsv = _mm512_set1_ps(gs);
+    for (uint64_t r = 0; r < nrows; r++)
+        row_512(w, t, (row0 + r) * cols, groups, gsv, packed + r * (cols / 2), scales + r * groups);
+}
+
+/* One instantiation per dtype so the loads are branch-free. */
+static T5 void rows_512_bf16(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
+                             uint8_t *s)
+{
+    rows_512_t(w, FF_DT_BF16, c, r0, n, gs, p, s);
 }
 
 void nvfp4_quantize_rows_avx512(const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
                                 uint64_t nrows, float gs, uint8_t *packed, uint8_t *scales)
 {
-    nvfp4_quantize_rows_scalar(w, t, cols, row0, nrows, gs, packed, scales);
+    if (t == FF_DT_BF16)
+        rows_512_bf16(w, cols, row0, nrows, gs, packed, scales);
+    else
+        rows_512_t(w, t, cols, row0, nrows, gs, packed, scales);
+}
+
+/* ------------------------------------------------------------------- AVX2 */
+
+static T2 INL __m256 load8_256(const void *w, ff_dtype t, uint64_t i)
+{
+    if (t == FF_DT_F32)
+        return _mm256_loadu_ps((const float *)w + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
+    if (t == FF_DT_F16)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static T2 INL __m256 abs256(__m256 x)
+{
+    return _mm256_castsi256_ps(_mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff)));
+}
+
+static T2 INL __m256 round_to_256(__m256 s, ff_dtype t)
+{
+    if (t == FF_DT_F16)
+        return _mm256_cvtph_ps(_mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    if (t != FF_DT_BF16)
+        return s;
+    __m256i u = _mm256_castps_si256(s);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    u = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    return _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+static T2 INL __m256i scales_256(__m256 amax, __m256 gsv, ff_dtype t, __m256 *eff)
+{
+    __m256 s = _mm256_mul_ps(round_to_256(_mm256_div_ps(amax, _mm256_set1_ps(NVFP4_FP4_MAX)), t), gsv);
+    s = _mm256_min_ps(s, _mm256_set1_ps(NVFP4_FP8_MAX));
+    __m256 sub = _mm256_cmp_ps(s, _mm256_set1_ps(0x1p-6f), _CMP_LT_OQ);
+    __m256 rs = _mm256_round_ps(_mm256_mul_ps(s, _mm256_set1_ps(0x1p9f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256i u = _mm256_castps_si256(s);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 20), _mm256_set1_epi32(1));
+    u = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7ffff)));
+    u = _mm256_and_si256(u, _mm256_set1_epi32((int)0xfff00000u));
+    __m256i code = _mm256_sub_epi32(_mm256_srli_epi32(u, 20), _mm256_set1_epi32(960));
+    __m256 v = _mm256_blendv_ps(_mm256_castsi256_ps(u), _mm256_mul_ps(rs, _mm256_set1_ps(0x1p-9f)), sub);
+    code = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(code),
+                                                 _mm256_castsi256_ps(_mm256_cvtps_epi32(rs)), sub));
+    __m256 zero = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_EQ_OQ);
+    v = _mm256_blendv_ps(v, _mm256_set1_ps(NVFP4_ZERO_SCALE), zero);
+    code = _mm256_castps_si256(_mm256_blendv_ps(
+        _mm256_castsi256_ps(code), _mm256_castsi256_ps(_mm256_set1_epi32(E4M3_ZERO_SCALE_CODE)), zero));
+    *eff = _mm256_div_ps(v, gsv);
+    return code;
+}
+
+/* Eight codes as i32 (comparison masks are -1, so subtracting counts). */
+static T2 INL __m256i codes8_256(__m256 x, __m256 eff)
+{
+    __m256 y = _mm256_div_ps(x, eff), a = abs256(y);
+    __m256i m = _mm256_setzero_si256();
+#define STEP(th, pred) m = _mm256_sub_epi32(m, _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(th), pred)))
+    STEP(0.25f, _CMP_NLE_UQ);
+    STEP(0.75f, _CMP_NLT_UQ);
+    STEP(1.25f, _CMP_NLE_UQ);
+    STEP(1.75f, _CMP_NLT_UQ);
+    STEP(2.5f, _CMP_NLE_UQ);
+    STEP(3.5f, _CMP_NLT_UQ);
+    STEP(5.0f, _CMP_NLE_UQ);
+#undef STEP
+    __m256 neg = _mm256_cmp_ps(y, _mm256_setzero_ps(), _CMP_LT_OQ);
+    return _mm256_or_si256(m, _mm256_and_si256(_mm256_castps_si256(neg), _mm256_set1_epi32(8)));
+}
+
+static T2 INL void codes_256(__m256 x0, __m256 x1, __m256 eff, uint8_t *out)
+{
+    __m256i c0 = codes8_256(x0, eff), c1 = codes8_256(x1, eff);
+    /* to 16 x i16 in element order, then (even | odd << 4) per 32-bit lane */
+    __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(c0, c1), 0xD8);
+    p = _mm256_or_si256(p, _mm256_srli_epi32(p, 12));
+    const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    p = _mm256_shuffle_epi8(p, pick);
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
+    _mm_storel_epi64((__m128i *)out, _mm256_castsi256_si128(p));
+}
+
+static T2 INL float hmax_256(__m256 v)
+{
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+}
+
+static T2 INL void row_256(const void *w, ff_dtype t, uint64_t base, uint64_t groups, __m256 gsv,
+                           uint8_t *pk, uint8_t *sc)
+{
+    for (uint64_t g0 = 0; g0 < groups; g0 += 8) {
+        unsigned ng = groups - g0 < 8 ? (unsigned)(groups - g0) : 8;
+        float am[8] __attribute__((aligned(32))) = {0};
+        float ef[8] __attribute__((aligned(32)));
+        int32_t cd[8] __attribute__((aligned(32)));
+        for (unsigned g = 0; g < ng; g++) {
+            uint64_t i = base + (g0 + g) * 16;
+            __m256 a = _mm256_max_ps(abs256(load8_256(w, t, i)), _mm256_setzero_ps());
+            a = _mm256_max_ps(abs256(load8_256(w, t, i + 8)), a);
+            am[g] = hmax_256(a);
+        }
+        __m256 eff;
+        _mm256_store_si256((__m256i *)cd, scales_256(_mm256_load_ps(am), gsv, t, &eff));
+        _mm256_store_ps(ef, eff);
+        for (unsigned g = 0; g < ng; g++) {
+            uint64_t i = base + (g0 + g) * 16;
+            sc[g0 + g] = (uint8_t)cd[g];
+            codes_256(load8_256(w, t, i), load8_256(w, t, i + 8), _mm256_set1_ps(ef[g]), pk + (g0 + g) * 8);
+        }
+    }
+}
+
+static T2 void rows_256_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
+                          float gs, uint8_t *packed, uint8_t *scales)
+{
+    uint64_t groups = cols / NVFP4_GROUP;
+    __m256 gsv = _mm256_set1_ps(gs);
+    for (uint64_t r = 0; r < nrows; r++)
+        row_256(w, t, (row0 + r) * cols, groups, gsv, packed + r * (cols / 2), scales + r * groups);
+}
+
+static T2 void rows_256_bf16(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
+                             uint8_t *s)
+{
+    rows_256_t(w, FF_DT_BF16, c, r0, n, gs, p, s);
+}
+
+void nvfp4_quantize_rows_avx2(const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
+                              uint64_t nrows, float gs, uint8_t *packed, uint8_t *scales)
+{
+    if (t == FF_DT_BF16)
+        rows_256_bf16(w, cols, row0, nrows, gs, packed, scales);
+    else
+        rows_256_t(w, t, cols, row0, nrows, gs, packed, scales);
+}
+
+/* ------------------------------------------------------------ absmax */
+
+/* Vector max of |x| over bf16; any NaN/Inf (|x| bits >= 0x7f80) sends the
+ * caller to the scalar routine, which names the first bad element. */
+static T5 int absmax_bf16_512(const uint16_t *p, uint64_t n, float *amax)
+{
+    __m512i acc = _mm512_setzero_si512();
+    const __m512i mask = _mm512_set1_epi16(0x7fff);
+    uint64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512i a = _mm512_and_si512(_mm512_loadu_si512((const void *)(p + i)), mask);
+        acc = _mm512_max_epu16(acc, a);   /* |bf16| orders as its bits */
+    }
+    uint16_t m[32];
+    _mm512_storeu_si512((void *)m, acc);
+    uint16_t best = 0;
+    for (int k = 0; k < 32; k++)
+        best = m[k] > best ? m[k] : best;
+    for (; i < n; i++) {
+        uint16_t a = p[i] & 0x7fff;
+        best = a > best ? a : best;
+    }
+    if (best >= 0x7f80)
+        return 1;
+    *amax = ff_bf16_to_f32(best);
+    return 0;
+}
+
+static T2 int absmax_bf16_256(const uint16_t *p, uint64_t n, float *amax)
+{
+    __m256i acc = _mm256_setzero_si256();
+    const __m256i mask = _mm256_set1_epi16(0x7fff);
+    uint64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        acc = _mm256_max_epu16(acc, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + i)), mask));
+    uint16_t m[16];
+    _mm256_storeu_si256((__m256i *)m, acc);
+    uint16_t best = 0;
+    for (int k = 0; k < 16; k++)
+        best = m[k] > best ? m[k] : best;
+    for (; i < n; i++) {
+        uint16_t a = p[i] & 0x7fff;
+        best = a > best ? a : best;
+    }
+    if (best >= 0x7f80)
+        return 1;
+    *amax = ff_bf16_to_f32(best);
+    return 0;
 }
 #endif
+
+int nvfp4_absmax_fast(const void *data, ff_dtype t, uint64_t n, float *amax, uint64_t *bad)
+{
+#if defined(__x86_64__)
+    if (t == FF_DT_BF16) {
+        __builtin_cpu_init();
+        int r = -1;
+        if (__builtin_cpu_supports("avx512bw"))
+            r = absmax_bf16_512(data, n, amax);
+        else if (__builtin_cpu_supports("avx2"))
+            r = absmax_bf16_256(data, n, amax);
+        if (r == 0)
+            return 0;
+    }
+#endif
+    return nvfp4_absmax(data, t, n, amax, bad);
+}

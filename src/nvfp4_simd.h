@@ -12,4 +12,8 @@ void nvfp4_quantize_rows_avx512(const void *w, ff_dtype t, uint64_t cols, uint64
                                 uint64_t nrows, float gs, uint8_t *packed, uint8_t *scales);
 #endif
 
+/* nvfp4_absmax with a vector fast path for bf16 (the common case); same
+ * result and the same first-bad-index report. */
+int nvfp4_absmax_fast(const void *data, ff_dtype t, uint64_t n, float *amax, uint64_t *bad);
+
 #endif

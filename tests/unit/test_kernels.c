@@ -1,0 +1,203 @@
+/* Every kernel this CPU runs must give the scalar kernel's bytes exactly:
+ * random groups, and groups built to hit each rounding edge (values exactly
+ * on the E2M1 bucket thresholds times eff, zeros, -0.0, subnormals, huge
+ * magnitudes, e4m3 subnormal scales), for BF16, F16 and F32 input. */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "nvfp4.h"
+#include "nvfp4_simd.h"
+#include "unit.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t next_u32(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+static float unit_rand(void) { return (float)(next_u32() & 0xffffff) / 16777216.0f; }
+
+/* Stores f into element i of a buffer of dtype t (rounding as torch would). */
+static void put(void *buf, ff_dtype t, size_t i, float f)
+{
+    if (t == FF_DT_BF16)
+        ((uint16_t *)buf)[i] = ff_f32_to_bf16(f);
+    else if (t == FF_DT_F16)
+        ((uint16_t *)buf)[i] = ff_f32_to_f16(f);
+    else
+        ((float *)buf)[i] = f;
+}
+
+/* A group whose elements are exact bucket edges of eff, with eff from the
+ * scalar path; a few tweaks around it give the one-ulp neighbours. */
+static const float k_edges[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f,
+                                2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f};
+
+static void fill_group(void *buf, ff_dtype t, size_t base, int kind)
+{
+    float mag = ldexpf(1.0f, (int)(next_u32() % 40) - 20);
+    for (int i = 0; i < NVFP4_GROUP; i++) {
+        float v;
+        switch (kind) {
+        case 0: v = (unit_rand() * 2 - 1) * mag; break;                         /* random */
+        case 1: v = 0.0f; break;                                                /* all zero */
+        case 2: v = (i & 1) ? -0.0f : 0.0f; break;                              /* signed zeros */
+        case 3: v = k_edges[i % 15] * (i & 1 ? -1 : 1) * (i == 0 ? 6.0f : 1.0f); break;
+        case 4: v = ldexpf(unit_rand(), -130 - (int)(next_u32() % 20)); break;   /* f32 subnormal */
+        case 5: v = ldexpf(unit_rand() - 0.5f, -14 - (int)(next_u32() % 12)); break; /* f16 subnormal */
+        case 6: v = (unit_rand() * 2 - 1) * 3.0e38f; break;                      /* huge */
+        case 7: v = (i == 3) ? mag : -1e-30f * mag; break;                      /* -tiny -> code 8 */
+        case 8: v = k_edges[next_u32() % 15] * mag / 6.0f * (next_u32() & 1 ? -1 : 1); break;
+        default: {
+            union { uint32_t u; float f; } b = {.u = next_u32() & 0x7f7fffffu}; /* any finite bits */
+            v = (next_u32() & 1) ? -b.f : b.f;
+        }
+        }
+        if (t == FF_DT_F16 && fabsf(v) > 65504.0f)
+            v = copysignf(65504.0f, v);
+        put(buf, t, base + (size_t)i, v);
+    }
+}
+
+static int run_case(nvfp4_rows_fn fn, ff_dtype t, uint64_t rows, uint64_t cols, int kind_mode)
+{
+    size_t esz = ff_dtype_size(t), n = rows * cols;
+    uint8_t *w = malloc(n * esz);
+    for (size_t g = 0; g < n / NVFP4_GROUP; g++)
+        fill_group(w, t, g * NVFP4_GROUP, kind_mode >= 0 ? kind_mode : (int)(next_u32() % 10));
+    float amax;
+    uint64_t bad;
+    int ok = 1;
+    if (nvfp4_absmax(w, t, n, &amax, &bad)) {
+        free(w);
+        return 1;
+    }
+    float fast_amax;
+    CHECK(nvfp4_absmax_fast(w, t, n, &fast_amax, &bad) == 0 && fast_amax == amax);
+    /* the tensor's own scale, and odd ones that push s8 into e4m3
+     * subnormals, to the 448 clamp, and through the 0 -> 0.125 rule */
+    float gss[] = {nvfp4_global_scale(amax, t), 1.0f, 1e-3f, 3.7e5f, 1e30f, 0x1p-20f};
+    for (size_t k = 0; k < sizeof gss / sizeof *gss && ok; k++) {
+        size_t pb = n / 2, sb = n / NVFP4_GROUP;
+        uint8_t *p0 = malloc(pb), *s0 = malloc(sb), *p1 = malloc(pb), *s1 = malloc(sb);
+        nvfp4_quantize_rows_scalar(w, t, cols, 0, rows, gss[k], p0, s0);
+        /* call on a row window too, to test row0 handling */
+        fn(w, t, cols, 0, rows / 2, gss[k], p1, s1);
+        fn(w, t, cols, rows / 2, rows - rows / 2, gss[k], p1 + (rows / 2) * cols / 2,
+           s1 + (rows / 2) * (cols / NVFP4_GROUP));
+        if (memcmp(p0, p1, pb) || memcmp(s0, s1, sb)) {
+            for (size_t i = 0; i < pb; i++)
+                if (p0[i] != p1[i]) {
+                    fprintf(stderr, "  %s kind %d gs %g: packed byte %zu: %02x != %02x\n", ff_dtype_name(t),
+                            kind_mode, gss[k], i, p1[i], p0[i]);
+                    break;
+                }
+            for (size_t i = 0; i < sb; i++)
+                if (s0[i] != s1[i]) {
+                    fprintf(stderr, "  %s kind %d gs %g: scale %zu: %02x != %02x\n", ff_dtype_name(t),
+                            kind_mode, gss[k], i, s1[i], s0[i]);
+                    break;
+                }
+            ok = 0;
+        }
+        free(p0), free(s0), free(p1), free(s1);
+    }
+    free(w);
+    return ok;
+}
+
+static void check_kernel(const char *name)
+{
+    nvfp4_rows_fn fn = nvfp4_kernel_by_name(name);
+    if (!fn) {
+        printf("SKIP kernel_%s (CPU lacks it)\n", name);
+        return;
+    }
+    static const ff_dtype types[] = {FF_DT_BF16, FF_DT_F16, FF_DT_F32};
+    /* widths: one group, a partial vector block, several full blocks + tail */
+    static const uint64_t widths[] = {16, 48, 112, 256, 272, 5376};
+    for (size_t ti = 0; ti < 3; ti++)
+        for (int kind = -1; kind < 10; kind++)
+            for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++)
+                for (int rep = 0; rep < (kind < 0 ? 20 : 3); rep++)
+                    CHECK(run_case(fn, types[ti], 6, widths[wi], kind));
+}
+
+/* Every bf16 bit pattern (finite) as a group element next to a fixed max,
+ * so every possible y lands against every threshold. */
+static void check_all_bf16(const char *name)
+{
+    nvfp4_rows_fn fn = nvfp4_kernel_by_name(name);
+    if (!fn)
+        return;
+    size_t n = 65536 / 8 * NVFP4_GROUP;
+    uint16_t *w = calloc(n, 2);
+    size_t k = 0;
+    for (uint32_t b = 0; b < 65536; b++) {
+        if ((b & 0x7f80) == 0x7f80)
+            continue;
+        size_t g = k / 8, i = k % 8;
+        w[g * 16 + i] = (uint16_t)b;
+        w[g * 16 + 8 + i] = (uint16_t)(0x3f80 + (g % 64) * 3);  /* maxima */
+        k++;
+    }
+    uint8_t *p0 = malloc(n / 2), *s0 = malloc(n / 16), *p1 = malloc(n / 2), *s1 = malloc(n / 16);
+    float gss[] = {1.0f, 448.0f, 2688.0f / 3.0f, 0.01f};
+    for (size_t j = 0; j < 4; j++) {
+        nvfp4_quantize_rows_scalar(w, FF_DT_BF16, n, 0, 1, gss[j], p0, s0);
+        fn(w, FF_DT_BF16, n, 0, 1, gss[j], p1, s1);
+        CHECK(memcmp(p0, p1, n / 2) == 0 && memcmp(s0, s1, n / 16) == 0);
+    }
+    free(w), free(p0), free(s0), free(p1), free(s1);
+}
+
+static void kernel_avx2(void)
+{
+    check_kernel("avx2");
+    check_all_bf16("avx2");
+}
+
+static void kernel_avx512(void)
+{
+    check_kernel("avx512");
+    check_all_bf16("avx512");
+}
+
+static void kernel_best_is_known(void)
+{
+    const char *name = NULL;
+    nvfp4_rows_fn fn = nvfp4_best_kernel(&name);
+    CHECK(fn != NULL && name != NULL);
+    CHECK(nvfp4_kernel_by_name("scalar") == nvfp4_quantize_rows_scalar);
+    CHECK(nvfp4_kernel_by_name("nope") == NULL);
+}
+
+/* The fast absmax must report the same first bad index as the scalar. */
+static void absmax_fast_reports_nan(void)
+{
+    uint16_t w[100] = {0};
+    w[70] = 0x7fc0;
+    w[90] = 0x7f80;
+    float a;
+    uint64_t bad = 0;
+    CHECK(nvfp4_absmax_fast(w, FF_DT_BF16, 100, &a, &bad) == 1 && bad == 70);
+    w[70] = 0xc000;
+    CHECK(nvfp4_absmax_fast(w, FF_DT_BF16, 100, &a, &bad) == 1 && bad == 90);
+    w[90] = 0;
+    CHECK(nvfp4_absmax_fast(w, FF_DT_BF16, 100, &a, &bad) == 0 && a == 2.0f);
+}
+
+int main(void)
+{
+    RUN(kernel_best_is_known);
+    RUN(kernel_avx2);
+    RUN(kernel_avx512);
+    RUN(absmax_fast_reports_nan);
+    return UNIT_END();
+}
