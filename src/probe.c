@@ -400,16 +400,43 @@ int probe_run(const probe_opts *o, probe_report *rep, ff_err *e)
     return FF_OK;
 }
 
+/* jansson refuses strings that are not UTF-8, and a reply snippet cut at a
+ * byte limit (or a model's raw bytes) may not be: replace what is not. */
+static json_t *utf8_string(const char *s)
+{
+    char buf[sizeof ((probe_check *)0)->detail];
+    size_t j = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && j + 1 < sizeof buf;) {
+        int n = *p < 0x80 ? 1 : (*p >> 5) == 6 ? 2 : (*p >> 4) == 14 ? 3 : (*p >> 3) == 30 ? 4 : 0;
+        int ok = n > 0 && j + (size_t)n < sizeof buf;
+        for (int k = 1; ok && k < n; k++)
+            ok = (p[k] & 0xC0) == 0x80;
+        json_t *probe = ok ? json_stringn((const char *)p, (size_t)n) : NULL; /* overlongs too */
+        ok = probe != NULL;
+        json_decref(probe);
+        if (!ok) {
+            buf[j++] = '?';
+            p++;
+            continue;
+        }
+        memcpy(buf + j, p, (size_t)n);
+        j += (size_t)n;
+        p += n;
+    }
+    buf[j] = 0;
+    return json_string(buf);
+}
+
 json_t *probe_report_json(const probe_opts *o, const probe_report *rep)
 {
     json_t *checks = json_array();
     for (int i = 0; i < rep->nchecks; i++) {
         const probe_check *c = &rep->checks[i];
         json_array_append_new(checks,
-                              json_pack("{s:s, s:s, s:i, s:I, s:f, s:s}", "name", c->name, "verdict",
+                              json_pack("{s:s, s:s, s:i, s:I, s:f, s:o}", "name", c->name, "verdict",
                                         probe_verdict_name(c->verdict), "exit_code", c->verdict,
                                         "http_status", (json_int_t)c->http_status, "seconds",
-                                        c->seconds, "detail", c->detail));
+                                        c->seconds, "detail", utf8_string(c->detail)));
     }
     json_t *mml = rep->max_model_len >= 0 ? json_integer(rep->max_model_len) : json_null();
     return json_pack("{s:s, s:i, s:s, s:s, s:o, s:{s:i, s:f}, s:o}", "verdict",
