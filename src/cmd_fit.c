@@ -16,6 +16,7 @@ static const cli_opt fit_opts_table[] = {
     {"--kv-dtype", "T", "bf16 (default) or fp8"},
     {"--max-seqs", "N", "sequences that must each hold the full context at once (default 1)"},
     {"--batched-tokens", "N", "vLLM --max-num-batched-tokens (default 8192); sliding layers hold these too"},
+    {"--block-size", "N", "vLLM --block-size in tokens (default 16); KV is allocated in whole blocks"},
     {"--k-eq-v-single", NULL, "the engine stores one tensor on k_eq_v layers (vLLM stores K and V)"},
     {"--text-only", NULL, "served with --language-model-only: no vision weights, no encoder reserve"},
     {"--activation-reserve", "SIZE", "replace the activation estimate"},
@@ -67,6 +68,7 @@ static int opts_from_cli(const cli_args *a, fit_opts *o, ff_err *e)
     if (!rc) rc = get_int(a, "--context", &o->context, e);
     if (!rc) rc = get_int(a, "--max-seqs", &seqs, e);
     if (!rc) rc = get_int(a, "--batched-tokens", &o->batched_tokens, e);
+    if (!rc) rc = get_int(a, "--block-size", &o->block_size, e);
     if (rc)
         return rc;
     o->max_seqs = (int)seqs;

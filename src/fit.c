@@ -1,6 +1,7 @@
 #include "fit.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ void fit_opts_default(fit_opts *o)
     o->max_seqs = 1;        /* vLLM's start-up check: one request at max_model_len */
     o->kv_dtype_bytes = 2;
     o->batched_tokens = 8192; /* vLLM's API-server default on >= 70 GiB GPUs (arg_utils.py) */
+    o->block_size = 16;     /* vLLM's CUDA default --block-size */
     o->act_reserve = -1;
     o->enc_reserve = -1;
 }
@@ -91,23 +93,49 @@ int fit_kv_kinds(const g4_geometry *g, const fit_opts *o, fit_kv_kind *kinds, in
     return n;
 }
 
-/* vLLM's SlidingWindowSpec holds the last window-1 tokens plus the tokens in
- * flight (max_num_batched_tokens), never more than the sequence itself
- * (kv_cache_interface.py, max_admission_blocks_per_request). */
-int64_t fit_sliding_tokens(int64_t context, int64_t window, int64_t batched)
+static int64_t round_up(int64_t n, int64_t b)
 {
-    if (window <= 0)
-        return context;     /* no window stated: the layer holds everything */
-    int64_t held = window - 1 + batched;
-    return held < context ? held : context;
+    return b > 1 ? (n + b - 1) / b * b : n;
 }
 
+/* vLLM's SlidingWindowSpec holds the last window-1 tokens plus the tokens in
+ * flight (max_num_batched_tokens), never more than the sequence itself, in
+ * whole blocks plus one because the window need not start on a block edge
+ * (kv_cache_interface.py, max_admission_blocks_per_request). */
+int64_t fit_sliding_tokens(int64_t context, int64_t window, int64_t batched, int64_t block)
+{
+    if (window <= 0)
+        return round_up(context, block);  /* no window stated: it holds everything */
+    int64_t held = window - 1 + batched;
+    held = held < context ? held : context;
+    return round_up(held, block) + (block > 1 ? block : 0);
+}
+
+/* Full layers hold every token, in whole blocks (FullAttentionSpec). Each
+ * kind has its own block size: vLLM gives every KV group the same page
+ * bytes, so kinds with fewer bytes per token get proportionally longer
+ * blocks (kv_cache_utils.py, "kv lcm block sizes"). */
 uint64_t fit_kv_bytes(const fit_report *r, int64_t context)
 {
-    uint64_t one = r->kv_full_per_token * (uint64_t)context +
-                   r->kv_sliding_per_token *
-                       (uint64_t)fit_sliding_tokens(context, r->window, r->o.batched_tokens);
+    uint64_t one = 0;
+    for (int i = 0; i < r->nkinds; i++) {
+        const fit_kv_kind *k = &r->kinds[i];
+        int64_t held = k->full ? round_up(context, k->block)
+                               : fit_sliding_tokens(context, r->window, r->o.batched_tokens, k->block);
+        one += k->bytes_per_token * (uint64_t)k->count * (uint64_t)held;
+    }
     return one * (uint64_t)r->o.max_seqs;
+}
+
+/* The kind with the most bytes per token keeps --block-size. */
+static void kind_blocks(fit_kv_kind *kinds, int n, int64_t block)
+{
+    uint64_t most = 0;
+    for (int i = 0; i < n; i++)
+        most = kinds[i].bytes_per_token > most ? kinds[i].bytes_per_token : most;
+    for (int i = 0; i < n; i++)
+        kinds[i].block = kinds[i].bytes_per_token && block > 1
+                             ? block * (int64_t)(most / kinds[i].bytes_per_token) : block;
 }
 
 /* ---- reserves: estimates, documented in docs/fit.md ---------------------- */
@@ -158,26 +186,26 @@ uint64_t fit_encoder_estimate(const json_t *config, const g4_geometry *g, const 
 
 /* ---- the verdict ---------------------------------------------------------- */
 
-/* Largest context whose KV fits in `avail` bytes: KV is linear in the
- * context with the sliding layers' slope until they reach their cap, then
- * with the full layers' slope alone. */
+/* Largest context whose KV fits in `avail` bytes: KV only grows with the
+ * context, so a binary search is exact under the block rounding. */
 static int64_t max_context(const fit_report *r, double avail, int *capped)
 {
     *capped = 0;
-    if (avail < 0)
+    if (avail < 0 || (double)fit_kv_bytes(r, 1) > avail)
         return 0;
-    double S = r->o.max_seqs, F = (double)r->kv_full_per_token, W = (double)r->kv_sliding_per_token;
-    double cap = r->window > 0 ? (double)(r->window - 1 + r->o.batched_tokens) : INFINITY;
-    double c;
-    if (S * (F + W) * cap >= avail || isinf(cap))
-        c = (F + W) > 0 ? avail / (S * (F + W)) : INFINITY;
-    else
-        c = F > 0 ? (avail / S - W * cap) / F : INFINITY;
-    if (r->max_positions > 0 && c > (double)r->max_positions) {
-        *capped = 1;
-        return r->max_positions;
+    int64_t lo = 1, hi = r->max_positions > 0 ? r->max_positions : ((int64_t)1 << 40);
+    if ((double)fit_kv_bytes(r, hi) <= avail) {
+        *capped = r->max_positions > 0;
+        return hi;
     }
-    return isinf(c) ? INT64_MAX : (int64_t)floor(c);
+    while (hi - lo > 1) {   /* kv(lo) fits, kv(hi) does not */
+        int64_t mid = lo + (hi - lo) / 2;
+        if ((double)fit_kv_bytes(r, mid) <= avail)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 static void verdict(fit_report *r, fit_verdict *v)
@@ -215,6 +243,7 @@ static int kv_from_config(fit_report *r, const g4_geometry *g, ff_err *e)
     if (n < 0)
         return e->code;
     r->nkinds = n;
+    kind_blocks(r->kinds, n, r->o.block_size);
     for (int i = 0; i < n; i++) {
         uint64_t b = r->kinds[i].bytes_per_token * (uint64_t)r->kinds[i].count;
         if (r->kinds[i].full)
@@ -223,7 +252,9 @@ static int kv_from_config(fit_report *r, const g4_geometry *g, ff_err *e)
             r->kv_sliding_per_token += b;
     }
     r->window = g->sliding_window;
-    r->sliding_tokens = fit_sliding_tokens(r->o.context, r->window, r->o.batched_tokens);
+    for (int i = 0; i < n; i++)
+        if (!r->kinds[i].full && !r->sliding_tokens)
+            r->sliding_tokens = fit_sliding_tokens(r->o.context, r->window, r->o.batched_tokens, r->kinds[i].block);
     r->kv_bytes = fit_kv_bytes(r, r->o.context);
     return FF_OK;
 }
@@ -250,8 +281,8 @@ int fit_run(fit_report *r, const ckpt *c, const fit_opts *o, ff_err *e)
 {
     memset(r, 0, sizeof *r);
     r->o = *o;
-    if (o->context <= 0 || o->max_seqs <= 0 || o->kv_dtype_bytes <= 0)
-        return ff_fail(e, FF_EUSAGE, "fit: context, max-seqs and the KV dtype size must be positive");
+    if (o->context <= 0 || o->max_seqs <= 0 || o->kv_dtype_bytes <= 0 || o->block_size <= 0)
+        return ff_fail(e, FF_EUSAGE, "fit: context, max-seqs, block size and the KV dtype size must be positive");
     g4_geometry *g = malloc(sizeof *g);
     if (!g)
         return ff_fail(e, FF_EIO, "out of memory");
@@ -312,11 +343,12 @@ static void print_kv(const fit_report *r, FILE *out)
 {
     fprintf(out, "KV cache per token (%s KV; k_eq_v layers store %s)\n", r->o.kv_dtype_bytes == 1 ? "fp8" : "bf16",
             r->o.k_eq_v_single ? "one tensor (--k-eq-v-single)" : "K and V, as vLLM does");
-    fprintf(out, "  layers  type     kv_heads  head_dim  tensors  B/token/layer  tokens held\n");
+    fprintf(out, "  layers  type     kv_heads  head_dim  tensors  B/token/layer  block  tokens held\n");
     for (int i = 0; i < r->nkinds; i++) {
         const fit_kv_kind *k = &r->kinds[i];
-        fprintf(out, "  %6d  %-7s  %8d  %8d  %7d%s  %13llu  %s\n", k->count, k->full ? "full" : "sliding",
+        fprintf(out, "  %6d  %-7s  %8d  %8d  %7d%s  %13llu  %5lld  %s\n", k->count, k->full ? "full" : "sliding",
                 k->kv_heads, k->head_dim, k->tensors, k->k_eq_v ? "*" : " ", (unsigned long long)k->bytes_per_token,
+                (long long)k->block,
                 k->tensors == 0 ? "shared (counted once, at its source)"
                 : k->full        ? "context"
                                  : "min(context, window-1+batched)");
@@ -324,7 +356,8 @@ static void print_kv(const fit_report *r, FILE *out)
     fprintf(out, "  per token: full %llu B + sliding %llu B (sliding layers hold %lld tokens at %lld; window %lld)\n",
             (unsigned long long)r->kv_full_per_token, (unsigned long long)r->kv_sliding_per_token,
             (long long)r->sliding_tokens, (long long)r->o.context, (long long)r->window);
-    fprintf(out, "  KV at %lld tokens x %d seq: %.3f GiB\n", (long long)r->o.context, r->o.max_seqs, gib(r->kv_bytes));
+    fprintf(out, "  KV at %lld tokens x %d seq, in whole blocks: %llu B = %.3f GiB\n", (long long)r->o.context,
+            r->o.max_seqs, (unsigned long long)r->kv_bytes, gib(r->kv_bytes));
 }
 
 static void print_verdict(const fit_report *r, FILE *out)
@@ -373,10 +406,11 @@ static json_t *kinds_json(const fit_report *r)
     json_t *a = json_array();
     for (int i = 0; i < r->nkinds; i++) {
         const fit_kv_kind *k = &r->kinds[i];
-        json_array_append_new(a, json_pack("{si ss si si si sb sI}", "layers", k->count, "type",
+        json_array_append_new(a, json_pack("{si ss si si si sb sI sI}", "layers", k->count, "type",
                                            k->full ? "full" : "sliding", "kv_heads", k->kv_heads, "head_dim",
                                            k->head_dim, "tensors", k->tensors, "k_eq_v", k->k_eq_v,
-                                           "bytes_per_token_per_layer", (json_int_t)k->bytes_per_token));
+                                           "bytes_per_token_per_layer", (json_int_t)k->bytes_per_token,
+                                           "block", (json_int_t)k->block));
     }
     return a;
 }
@@ -390,6 +424,8 @@ json_t *fit_to_json(const fit_report *r)
     json_object_set_new(j, "context", json_integer(r->o.context));
     json_object_set_new(j, "max_seqs", json_integer(r->o.max_seqs));
     json_object_set_new(j, "kv_dtype_bytes", json_integer(r->o.kv_dtype_bytes));
+    json_object_set_new(j, "block_size", json_integer(r->o.block_size));
+    json_object_set_new(j, "batched_tokens", json_integer(r->o.batched_tokens));
     json_object_set_new(j, "k_eq_v_single", json_boolean(r->o.k_eq_v_single));
     json_object_set_new(j, "kv_kinds", kinds_json(r));
     json_object_set_new(j, "kv_full_per_token", json_integer((json_int_t)r->kv_full_per_token));

@@ -20,6 +20,7 @@ typedef struct fit_opts {
     int max_seqs;             /* sequences that must each hold `context` at once */
     int kv_dtype_bytes;       /* 2 bf16, 1 fp8 */
     int64_t batched_tokens;   /* vLLM max_num_batched_tokens: sliding layers also hold these */
+    int64_t block_size;       /* KV block (tokens): allocations are whole blocks; 1 = exact */
     int k_eq_v_single;        /* engine keeps one tensor where K == V (vLLM does not) */
     int text_only;            /* --language-model-only: no vision weights, no encoder reserve */
     double gpu_total;         /* bytes; 0 = unknown */
@@ -48,6 +49,7 @@ typedef struct fit_kv_kind {
     int k_eq_v;               /* the checkpoint has no v_proj here */
     int count;                /* layers of this kind */
     uint64_t bytes_per_token; /* per layer */
+    int64_t block;            /* tokens per block for this kind (equal page bytes across kinds) */
 } fit_kv_kind;
 
 #define FIT_MAX_KINDS 16
@@ -89,7 +91,7 @@ typedef struct fit_report {
  * Returns the number of kinds, or -1 with e filled. */
 int fit_kv_kinds(const g4_geometry *g, const fit_opts *o, fit_kv_kind *kinds, int max, ff_err *e);
 /* Tokens a sliding layer holds for one sequence of `context` tokens. */
-int64_t fit_sliding_tokens(int64_t context, int64_t window, int64_t batched);
+int64_t fit_sliding_tokens(int64_t context, int64_t window, int64_t batched, int64_t block);
 /* KV bytes for max_seqs sequences of `context` tokens. */
 uint64_t fit_kv_bytes(const fit_report *r, int64_t context);
 /* Adds one tensor to a weight tally by name. */
