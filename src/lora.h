@@ -48,6 +48,10 @@ typedef struct lora_adapter {
     size_t nmerged;
 } lora_adapter;
 
+/* Element i of an adapter or base tensor as f32. Safetensors does not
+ * promise aligned data, so f32 is read through memcpy. */
+float lora_load(const void *p, ff_dtype t, uint64_t i);
+
 /* Reads and validates the adapter folder: refuses DoRA, modules_to_save,
  * embedding LoRA, bias training, target_parameters and unknown tensors;
  * pairs lora_A with lora_B and resolves each module's r, alpha and scale. */

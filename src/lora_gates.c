@@ -67,7 +67,7 @@ static void b_stats(const lora_adapter *l, lora_module *m)
     double ss = 0;
     m->b_nonzero = 0;
     for (uint64_t i = 0; i < n; i++) {
-        double v = ff_load_f32(b, m->b->st->dtype, i);
+        double v = lora_load(b, m->b->st->dtype, i);
         m->b_nonzero += v != 0.0;
         ss += v * v;
     }

@@ -8,13 +8,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+float lora_load(const void *p, ff_dtype t, uint64_t i)
+{
+    if (t != FF_DT_F32) {
+        uint16_t h;
+        memcpy(&h, (const uint8_t *)p + 2 * i, 2);
+        return t == FF_DT_BF16 ? ff_bf16_to_f32(h) : ff_f16_to_f32(h);
+    }
+    float f;
+    memcpy(&f, (const uint8_t *)p + 4 * i, 4);
+    return f;
+}
+
 static float *load_f32(const ckpt *c, const ckpt_tensor *t)
 {
     uint64_t n = st_numel(t->st);
     float *f = malloc((n ? n : 1) * sizeof *f);
     const void *p = ckpt_data(c, t);
     for (uint64_t i = 0; f && i < n; i++)
-        f[i] = ff_load_f32(p, t->st->dtype, i);
+        f[i] = lora_load(p, t->st->dtype, i);
     return f;
 }
 
@@ -73,7 +85,7 @@ int lora_merge_module(const lora_adapter *l, const lora_module *m, const void *w
             row_delta(b + i * (uint64_t)r, a, r, cols, acc);
         }
         for (uint64_t j = 0; j < cols; j++) {
-            float d = acc[j] * m->scale, base = ff_load_f32(w, ws->dtype, i * cols + j);
+            float d = acc[j] * m->scale, base = lora_load(w, ws->dtype, i * cols + j);
             store(out, ws->dtype, i * cols + j, base + d);
             *changed += ff_round_to(ws->dtype, base + d) != base;
             *max_delta = fabsf(d) > *max_delta ? fabsf(d) : *max_delta;
