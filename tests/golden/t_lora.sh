@@ -83,6 +83,11 @@ if $FF merge "$W/base" "$W/good" "$W/mt" --chat-template "$W/tpl.jinja" > /dev/n
    cmp -s "$W/tpl.jinja" "$W/mt/chat_template.jinja"; then pass lora_merge_chat_template
 else fail lora_merge_chat_template; fi
 
+if $FF merge "$W/base" "$W/good" "$W/ms" --schema legacy > /dev/null 2>&1 &&
+   ! grep -q per_layer_config "$W/ms/config.json" && grep -q per_layer_config "$W/base/config.json" &&
+   ! ls "$W/ms" | grep -q bak-fp4forge; then pass lora_merge_schema_legacy "per_layer_config converted, no backups"
+else fail lora_merge_schema_legacy; fi
+
 # gate NAME ADAPTER PATTERN [CMD]: merge (and quantize --lora) refuse, naming the problem
 gate() {
     local name=$1 ad=$2 pat=$3
