@@ -13,6 +13,7 @@
 #include "fsutil.h"
 #include "jsonio.h"
 #include "nvfp4.h"
+#include "nvfp4_simd.h"
 #include "progress.h"
 #include "qconfig.h"
 #include "shards.h"
@@ -20,6 +21,18 @@
 
 /* Rows per task: big enough to amortise dispatch, small enough to balance. */
 #define ROWS_PER_TASK 64
+/* Units below this many elements run on the calling thread: waking the pool
+ * costs more than the work (the 11,520 tiny experts of a scaled-down MoE
+ * spent most of their time in futex handshakes). */
+#define SMALL_UNIT_ELEMS (1u << 18)
+
+/* One output buffer reused by every unit (grow-only): a fresh malloc per
+ * unit is a fresh mmap, so every unit paid page faults and munmap for pages
+ * it wrote once; reuse keeps RSS at the largest unit's output. */
+typedef struct out_arena {
+    uint8_t *p;
+    uint64_t cap;
+} out_arena;
 
 typedef struct unit_job {
     const ckpt *c;
@@ -32,7 +45,8 @@ typedef struct unit_job {
     uint64_t *task_row;       /* first row of each task */
     float *task_amax;
     uint64_t *task_bad;       /* element index of a NaN/Inf, or UINT64_MAX */
-    uint8_t **packed, **scales;
+    uint8_t **packed, **scales;  /* into the arena, not owned */
+    uint64_t elems;           /* elements in the unit, to pick inline or pool */
     void **data;              /* per member: the quant_source's copy, or NULL */
 } unit_job;
 
@@ -60,7 +74,7 @@ static void absmax_task(void *ctx, size_t t)
     const uint8_t *p = member_base(j, j->task_member[t]) + row * m->cols * esz;
     uint64_t bad;
     j->task_bad[t] = UINT64_MAX;
-    if (nvfp4_absmax(p, m->src->st->dtype, n, &j->task_amax[t], &bad))
+    if (nvfp4_absmax_fast(p, m->src->st->dtype, n, &j->task_amax[t], &bad))
         j->task_bad[t] = row * m->cols + bad;
 }
 
@@ -74,11 +88,26 @@ static void quant_task(void *ctx, size_t t)
               j->packed[k] + r * (m->cols / 2), j->scales[k] + r * (m->cols / NVFP4_GROUP));
 }
 
-static int plan_tasks(unit_job *j)
+static int arena_reserve(out_arena *a, uint64_t n)
+{
+    if (n <= a->cap)
+        return 0;
+    free(a->p);
+    a->p = malloc(n);
+    a->cap = a->p ? n : 0;
+    return a->p ? 0 : -1;
+}
+
+static int plan_tasks(unit_job *j, out_arena *arena)
 {
     size_t n = 0;
-    for (size_t k = 0; k < j->u->count; k++)
-        n += (j->p->members[j->u->first + k].rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < j->u->count; k++) {
+        const plan_member *m = &j->p->members[j->u->first + k];
+        n += (m->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+        bytes += m->rows * m->cols / 2 + m->rows * m->cols / NVFP4_GROUP;
+        j->elems += m->rows * m->cols;
+    }
     j->ntasks = n;
     j->task_member = malloc(n * sizeof *j->task_member);
     j->task_row = malloc(n * sizeof *j->task_row);
@@ -86,29 +115,27 @@ static int plan_tasks(unit_job *j)
     j->task_bad = malloc(n * sizeof *j->task_bad);
     j->packed = calloc(j->u->count, sizeof *j->packed);
     j->scales = calloc(j->u->count, sizeof *j->scales);
-    if (!j->task_member || !j->task_row || !j->task_amax || !j->task_bad || !j->packed || !j->scales)
+    if (!j->task_member || !j->task_row || !j->task_amax || !j->task_bad || !j->packed || !j->scales ||
+        arena_reserve(arena, bytes + 1))
         return -1;
     size_t t = 0;
+    uint8_t *at = arena->p;
     for (size_t k = 0; k < j->u->count; k++) {
         const plan_member *m = &j->p->members[j->u->first + k];
         for (uint64_t r = 0; r < m->rows; r += ROWS_PER_TASK) {
             j->task_member[t] = k;
             j->task_row[t++] = r;
         }
-        j->packed[k] = malloc(m->rows * m->cols / 2 + 1);
-        j->scales[k] = malloc(m->rows * m->cols / NVFP4_GROUP + 1);
-        if (!j->packed[k] || !j->scales[k])
-            return -1;
+        j->packed[k] = at;
+        at += m->rows * m->cols / 2;
+        j->scales[k] = at;
+        at += m->rows * m->cols / NVFP4_GROUP;
     }
     return 0;
 }
 
 static void free_job(unit_job *j)
 {
-    for (size_t k = 0; j->packed && k < j->u->count; k++) {
-        free(j->packed[k]);
-        free(j->scales[k]);
-    }
     for (size_t k = 0; j->data && k < j->u->count; k++)
         free(j->data[k]);
     free(j->data);
@@ -120,21 +147,52 @@ static void free_job(unit_job *j)
     free(j->task_bad);
 }
 
-/* Drops our mapping of bytes already consumed, so RSS stays flat however
- * large the model (the page cache keeps them for whoever reads next). */
-static void release_range(const st_file *f, uint64_t begin, uint64_t end, int advice)
+/* madvise over coalesced file ranges. Consecutive items are nearly always
+ * adjacent in the file, so one call covers many small tensors (the 11,520
+ * tiny experts made 24k calls before). DONTNEED drops our mapping of bytes
+ * already consumed, so RSS stays flat however large the model (the page
+ * cache keeps them); WILLNEED starts the kernel's read-ahead early. */
+typedef struct span {
+    const st_file *f;
+    uint64_t lo, hi;          /* data-relative byte range */
+    int advice;
+} span;
+
+#define SPAN_FLUSH_BYTES (32ull << 20)
+#define SPAN_GAP (64u << 10)
+/* How far ahead of the item being quantized the read-ahead runs. */
+#define READAHEAD_BYTES (256ull << 20)
+
+static void span_flush(span *s)
 {
-    long pg = sysconf(_SC_PAGESIZE);
-    uint64_t a = (f->data_off + begin) & ~(uint64_t)(pg - 1);
-    uint64_t b = f->data_off + end;
-    if (f->map && b > a)
-        madvise((void *)(f->map + a), b - a, advice);
+    if (s->f && s->f->map && s->hi > s->lo) {
+        long pg = sysconf(_SC_PAGESIZE);
+        uint64_t a = (s->f->data_off + s->lo) & ~(uint64_t)(pg - 1);
+        uint64_t b = s->f->data_off + s->hi;
+        madvise((void *)(s->f->map + a), b - a, s->advice);
+    }
+    s->f = NULL;
 }
 
-static void advise_item(const ckpt *c, const plan *p, const plan_item *it, int advice)
+static void span_add(span *s, const st_file *f, uint64_t lo, uint64_t hi)
+{
+    if (s->f == f && lo <= s->hi + SPAN_GAP && hi + SPAN_GAP >= s->lo) {
+        s->lo = lo < s->lo ? lo : s->lo;
+        s->hi = hi > s->hi ? hi : s->hi;
+    } else {
+        span_flush(s);
+        s->f = f;
+        s->lo = lo;
+        s->hi = hi;
+    }
+    if (s->hi - s->lo >= SPAN_FLUSH_BYTES)
+        span_flush(s);
+}
+
+static void span_item(span *s, const ckpt *c, const plan *p, const plan_item *it)
 {
     if (it->kind == ITEM_KEEP) {
-        release_range(&c->files[it->src->file], it->src->st->begin, it->src->st->end, advice);
+        span_add(s, &c->files[it->src->file], it->src->st->begin, it->src->st->end);
         return;
     }
     const plan_unit *u = &p->units[it->unit];
@@ -142,9 +200,64 @@ static void advise_item(const ckpt *c, const plan *p, const plan_item *it, int a
         const plan_member *m = &p->members[u->first + k];
         uint64_t esz = ff_dtype_size(m->src->st->dtype), row_bytes = m->cols * esz;
         uint64_t b = m->src->st->begin + m->row0 * row_bytes;
-        release_range(&c->files[m->src->file], b, b + m->rows * row_bytes, advice);
+        span_add(s, &c->files[m->src->file], b, b + m->rows * row_bytes);
     }
 }
+
+static uint64_t item_bytes(const plan *p, const plan_item *it)
+{
+    return it->kind == ITEM_KEEP ? it->src->st->end - it->src->st->begin
+                                 : plan_unit_bytes_in(p, &p->units[it->unit]);
+}
+
+/* Small outputs (scales, the 4-byte global scales, tiny experts) gathered
+ * into one pwrite while they are adjacent in their shard; big ones go
+ * straight from the kernel's buffer (or the mmap, for copied tensors). */
+#define WC_CAP (4u << 20)
+#define WC_DIRECT (1u << 20)
+
+typedef struct wcomb {
+    uint8_t *buf;
+    size_t len, shard;
+    uint64_t off;
+} wcomb;
+
+static int wc_flush(wcomb *w, shard_set *ss, ff_err *e)
+{
+    if (!w->len)
+        return FF_OK;
+    int rc = st_pwrite_all(ss->fds[w->shard], ss->paths[w->shard], w->buf, w->len, w->off, e);
+    if (!rc)
+        ss->bytes_written += w->len;
+    w->len = 0;
+    return rc;
+}
+
+static int out_write(wcomb *w, shard_set *ss, size_t out, const void *buf, uint64_t n, ff_err *e)
+{
+    if (n >= WC_DIRECT || !w->buf || n != ss->outs[out].nbytes)
+        return shards_write(ss, out, buf, n, e);   /* also reports a size mismatch */
+    size_t k = ss->out_shard[out];
+    uint64_t off = ss->out_abs[out];
+    if (w->len && (k != w->shard || off != w->off + w->len || w->len + n > WC_CAP)) {
+        int rc = wc_flush(w, ss, e);
+        if (rc)
+            return rc;
+    }
+    if (!w->len) {
+        w->shard = k;
+        w->off = off;
+    }
+    memcpy(w->buf + w->len, buf, n);
+    w->len += n;
+    return FF_OK;
+}
+
+/* Per-run I/O state shared by the items. */
+typedef struct io_state {
+    out_arena arena;
+    wcomb wc;
+} io_state;
 
 /* Lets the quant_source replace each member's source bytes. */
 static int load_members(unit_job *j, const quant_source *qs, ff_err *e)
@@ -160,12 +273,23 @@ static int load_members(unit_job *j, const quant_source *qs, ff_err *e)
     return rc;
 }
 
+static void run_tasks(ff_pool *pool, unit_job *j, pool_task_fn fn)
+{
+    if (j->elems < SMALL_UNIT_ELEMS) {
+        for (size_t t = 0; t < j->ntasks; t++)
+            fn(j, t);
+        return;
+    }
+    pool_run(pool, j->ntasks, fn, j);
+}
+
 static int write_unit(const ckpt *c, const plan *p, const plan_unit *u, ff_pool *pool,
-                      nvfp4_rows_fn kernel, const quant_source *qs, shard_set *ss, ff_err *e)
+                      nvfp4_rows_fn kernel, const quant_source *qs, io_state *io, shard_set *ss,
+                      ff_err *e)
 {
     unit_job j = {.c = c, .p = p, .u = u, .kernel = kernel};
     int rc = FF_OK;
-    if (plan_tasks(&j)) {
+    if (plan_tasks(&j, &io->arena)) {
         free_job(&j);
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
     }
@@ -173,7 +297,7 @@ static int write_unit(const ckpt *c, const plan *p, const plan_unit *u, ff_pool 
         free_job(&j);
         return rc;
     }
-    pool_run(pool, j.ntasks, absmax_task, &j);
+    run_tasks(pool, &j, absmax_task);
     float amax = 0.0f;
     for (size_t t = 0; t < j.ntasks; t++) {
         if (j.task_bad[t] != UINT64_MAX) {
@@ -186,28 +310,28 @@ static int write_unit(const ckpt *c, const plan *p, const plan_unit *u, ff_pool 
     }
     if (rc == FF_OK) {
         j.gs = nvfp4_global_scale(amax, p->members[u->first].src->st->dtype);
-        pool_run(pool, j.ntasks, quant_task, &j);
+        run_tasks(pool, &j, quant_task);
         for (size_t k = 0; k < u->count && rc == FF_OK; k++) {
             const plan_member *m = &p->members[u->first + k];
-            rc = shards_write(ss, m->out, j.packed[k], m->rows * m->cols / 2, e);
+            rc = out_write(&io->wc, ss, m->out, j.packed[k], m->rows * m->cols / 2, e);
             if (!rc)
-                rc = shards_write(ss, m->out + 1, j.scales[k], m->rows * m->cols / NVFP4_GROUP, e);
+                rc = out_write(&io->wc, ss, m->out + 1, j.scales[k], m->rows * m->cols / NVFP4_GROUP, e);
             if (!rc)
-                rc = shards_write(ss, m->out + 2, &j.gs, sizeof j.gs, e);
+                rc = out_write(&io->wc, ss, m->out + 2, &j.gs, sizeof j.gs, e);
         }
     }
     free_job(&j);
     return rc;
 }
 
-static int write_keep(const ckpt *c, const plan_item *it, const quant_source *qs, shard_set *ss,
-                      ff_err *e)
+static int write_keep(const ckpt *c, const plan_item *it, const quant_source *qs, io_state *io,
+                      shard_set *ss, ff_err *e)
 {
     void *buf = NULL;
     if (qs && qs->load(qs->ctx, it->src, &buf, e))
         return e->code;
     const uint8_t *src = buf ? buf : ckpt_data(c, it->src);
-    int rc = shards_write(ss, it->out, src, it->src->st->end - it->src->st->begin, e);
+    int rc = out_write(&io->wc, ss, it->out, src, it->src->st->end - it->src->st->begin, e);
     free(buf);
     return rc;
 }
@@ -244,23 +368,38 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Items go in plan order (file order). Read-ahead is advised up to
+ * READAHEAD_BYTES past the item being worked on, so the disk streams while
+ * the pool quantizes; consumed ranges are released behind it. */
 static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn kernel,
                      shard_set *ss, const quant_opts *o, ff_err *e)
 {
     progress bar;
     progress_begin(&bar, p->bytes_in, o->progress);
+    io_state io = {.wc.buf = malloc(WC_CAP)};
+    span ahead = {.advice = MADV_WILLNEED}, behind = {.advice = MADV_DONTNEED};
+    size_t ra_next = 0;
+    uint64_t ra_bytes = 0;    /* advised, not yet consumed */
     int rc = FF_OK;
     for (size_t i = 0; i < p->nitems && rc == FF_OK; i++) {
         const plan_item *it = &p->items[i];
-        if (i + 1 < p->nitems)
-            advise_item(c, p, &p->items[i + 1], MADV_WILLNEED);
-        rc = it->kind == ITEM_KEEP ? write_keep(c, it, o->source, ss, e)
-                                   : write_unit(c, p, &p->units[it->unit], pool, kernel, o->source, ss, e);
-        advise_item(c, p, it, MADV_DONTNEED);
-        progress_add(&bar, it->kind == ITEM_KEEP ? it->src->st->end - it->src->st->begin
-                                                 : plan_unit_bytes_in(p, &p->units[it->unit]), i + 1, p->nitems);
+        for (; ra_next < p->nitems && (ra_next <= i + 1 || ra_bytes < READAHEAD_BYTES); ra_next++) {
+            span_item(&ahead, c, p, &p->items[ra_next]);
+            ra_bytes += item_bytes(p, &p->items[ra_next]);
+        }
+        span_flush(&ahead);
+        rc = it->kind == ITEM_KEEP ? write_keep(c, it, o->source, &io, ss, e)
+                                   : write_unit(c, p, &p->units[it->unit], pool, kernel, o->source, &io, ss, e);
+        span_item(&behind, c, p, it);
+        ra_bytes -= item_bytes(p, it);
+        progress_add(&bar, item_bytes(p, it), i + 1, p->nitems);
     }
+    span_flush(&behind);
+    if (rc == FF_OK)
+        rc = wc_flush(&io.wc, ss, e);
     progress_end(&bar);
+    free(io.arena.p);
+    free(io.wc.buf);
     if (rc == FF_OK && o->source && o->source->finish)
         rc = o->source->finish(o->source->ctx, e);
     return rc;
