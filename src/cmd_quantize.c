@@ -6,6 +6,7 @@
 #include "cmd_common.h"
 #include "commands.h"
 #include "lora.h"
+#include "doctor_shadow.h"
 #include "quantize.h"
 
 static const cli_opt quantize_opts[] = {
@@ -16,6 +17,9 @@ static const cli_opt quantize_opts[] = {
     {"--json", NULL, "with --dry-run: the plan as JSON; otherwise a JSON summary"},
     {"--quiet", NULL, "no progress bar"},
     {"--force", NULL, "replace OUT_DIR if it exists"},
+    {"--fix", NULL, "repair what doctor finds (in a shadow copy; the input is never written)"},
+    {"--aux-from", "DIR", "with --fix: copy missing processor/chat-template files from DIR"},
+    {"--no-doctor", NULL, "skip the doctor checks (exit 4 otherwise when they find something)"},
     {"--lora", "ADAPTER", "merge this PEFT LoRA adapter in the same pass (see fp4forge merge)"},
     {"--lora-allow-ignored", NULL, "with --lora: merge modules the recipe leaves unquantized"},
     RECIPE_OPTS,
@@ -96,12 +100,25 @@ int cmd_quantize(int argc, char **argv)
     o.force = cli_flag(&a, "--force");
     o.progress = !cli_flag(&a, "--quiet") && isatty(2);
 
+    /* The same checks as `fp4forge doctor`, first: a drifted config or a
+     * missing processor file fails far from its cause once served. */
+    doctor_input din = {.dir = a.pos[0]};
     ckpt c;
+    /* Unreadable shards are bad input (one line, exit 1), not a finding. */
+    int rc = ckpt_open(&c, a.pos[0], 1, &e);
+    ckpt_close(&c);
+    if (!rc && !cli_flag(&a, "--no-doctor"))
+        rc = doctor_input_prepare(&din, a.pos[0], a.pos[1], cli_flag(&a, "--fix"), cli_get(&a, "--aux-from"),
+                                  stderr, &e);
+    if (rc) {
+        doctor_input_done(&din);
+        return cmd_report("quantize", &e);
+    }
     plan p = {0};
     quant_stats st;
     lora_adapter l = {0};
     quant_source qs;
-    int rc = ckpt_open(&c, a.pos[0], 1, &e);
+    rc = ckpt_open(&c, din.dir, 1, &e);
     if (!rc)
         rc = plan_build(&p, &c, &r.opts, &e);
     if (!rc && cli_get(&a, "--lora")) {
@@ -120,5 +137,6 @@ int cmd_quantize(int argc, char **argv)
     lora_close(&l);
     plan_free(&p);
     ckpt_close(&c);
+    doctor_input_done(&din);
     return rc ? cmd_report("quantize", &e) : 0;
 }

@@ -670,11 +670,44 @@ static int applies(const g4_geometry *g, const g4_layer *l, int when)
            (when == W_MOE && g->moe);
 }
 
+/* A quantized output stores <mod>.weight as <mod>.weight_packed [out, in/2]
+ * and fused experts as experts.N.{gate,up,down}_proj: check the shape they
+ * stand for, so doctor judges a quantized checkpoint's config the same way. */
+static const st_tensor *logical_tensor(const dctx *c, int layer, const char *suffix, st_tensor *tmp)
+{
+    const st_tensor *t = layer_tensor(c, layer, suffix);
+    if (t)
+        return t;
+    char name[400];
+    const char *cut = strstr(suffix, ".weight");
+    int fused = strcmp(suffix, "experts.gate_up_proj") == 0, down = strcmp(suffix, "experts.down_proj") == 0;
+    if (cut && cut[7] == 0)
+        snprintf(name, sizeof name, "%.*s.weight_packed", (int)(cut - suffix), suffix);
+    else if (fused || down)
+        snprintf(name, sizeof name, "experts.%d.%s.weight_packed", c->g->experts - 1, fused ? "up_proj" : "down_proj");
+    else
+        return NULL;
+    const st_tensor *p = layer_tensor(c, layer, name);
+    if (!p || p->ndim != 2)
+        return NULL;
+    *tmp = *p;
+    if (fused || down) {
+        tmp->ndim = 3;
+        tmp->shape[0] = c->g->experts;
+        tmp->shape[1] = p->shape[0] * (fused ? 2 : 1);
+        tmp->shape[2] = p->shape[1] * 2;
+    } else {
+        tmp->shape[1] = p->shape[1] * 2;
+    }
+    return tmp;
+}
+
 static void check_one(dctx *c, doctor_report *r, int i, const struct shape_rule *s, int *budget)
 {
     const g4_geometry *g = c->g;
     const g4_layer *l = &g->layer[i];
-    const st_tensor *t = layer_tensor(c, i, s->suffix);
+    st_tensor tmp;
+    const st_tensor *t = logical_tensor(c, i, s->suffix, &tmp);
     if (!applies(g, l, s->when)) {
         if (t && s->when == W_V && l->has_kv && (*budget)-- > 0)
             doctor_add(r, "SHAPE_UNEXPECTED_TENSOR", "model.safetensors", i,

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <string.h>
 
 typedef enum {
     FF_DT_INVALID = 0,
@@ -50,13 +51,17 @@ uint16_t ff_f32_to_f16(float f);
 uint8_t ff_f32_to_e4m3(float f);
 float ff_e4m3_to_f32(uint8_t b);
 
-/* Reads element i of a float tensor of type t as f32 (bf16, f16, f32). */
+/* Reads element i of a float tensor of type t as f32 (bf16, f16, f32).
+ * memcpy, because a safetensors data section need not be aligned. */
 static inline float ff_load_f32(const void *p, ff_dtype t, size_t i)
 {
+    const unsigned char *b = p;
+    uint16_t h;
+    float f;
     switch (t) {
-    case FF_DT_BF16: return ff_bf16_to_f32(((const uint16_t *)p)[i]);
-    case FF_DT_F16: return ff_f16_to_f32(((const uint16_t *)p)[i]);
-    default: return ((const float *)p)[i];
+    case FF_DT_BF16: memcpy(&h, b + 2 * i, 2); return ff_bf16_to_f32(h);
+    case FF_DT_F16: memcpy(&h, b + 2 * i, 2); return ff_f16_to_f32(h);
+    default: memcpy(&f, b + 4 * i, 4); return f;
     }
 }
 

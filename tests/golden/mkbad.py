@@ -1,0 +1,53 @@
+"""Makes malformed copies of a good checkpoint folder (plain python3, no torch):
+truncated, header-lies, overlap, bad-json, nan-weight. Usage: mkbad.py GOOD OUTROOT"""
+import json, os, shutil, struct, sys
+
+good, root = sys.argv[1], sys.argv[2]
+
+
+def read(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    return json.loads(b[8:8 + n]), b[8 + n:]
+
+
+def write(path, header, data, raw_header=None):
+    h = raw_header if raw_header is not None else json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)      # keep the data section aligned, as real writers do
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+
+
+def variant(name):
+    d = os.path.join(root, name)
+    shutil.copytree(good, d)
+    return d, os.path.join(d, "model.safetensors")
+
+
+hdr, data = read(os.path.join(good, "model.safetensors"))
+names = [k for k in hdr if k != "__metadata__"]
+
+d, p = variant("truncated")
+open(p, "r+b").truncate(os.path.getsize(p) - 1000)
+
+d, p = variant("header-lies")
+b = open(p, "rb").read()
+open(p, "wb").write(struct.pack("<Q", len(b) * 2) + b[8:])
+
+d, p = variant("overlap")
+h = dict(hdr)
+a, c = sorted(names, key=lambda k: h[k]["data_offsets"][0])[:2]
+ea = dict(h[c]); s, e = h[a]["data_offsets"]
+ea["data_offsets"] = [s, s + (ea["data_offsets"][1] - ea["data_offsets"][0])]
+h[c] = ea
+write(p, h, data)
+
+d, p = variant("bad-json")
+write(p, None, data, raw_header=json.dumps(hdr).encode()[:-7])
+
+d, p = variant("nan-weight")
+q = [k for k in names if k.endswith("mlp.down_proj.weight")][0]
+s, e = hdr[q]["data_offsets"]
+buf = bytearray(data)
+buf[s + 2:s + 4] = b"\xc0\x7f"          # bf16 NaN at element 1
+write(p, hdr, bytes(buf))
+print(q)

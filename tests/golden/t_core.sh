@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Core: synth -> plan -> quantize, the 26B-A4B counts, refused recipes, bad input.
+set -u
+. "$(dirname "$0")/lib.sh"
+W=$WORK/core; rm -rf "$W"; mkdir -p "$W"
+
+# every command answers --help
+for c in synth plan quantize inspect verify diff doctor merge fit probe dequantize; do
+    if $FF "$c" --help > "$W/help-$c.txt" 2>&1 && grep -q "^usage: fp4forge $c" "$W/help-$c.txt"; then
+        pass "help_$c"; else fail "help_$c"; fi
+done
+
+# the embedded default end to end
+$FF synth "$W/tiny" > /dev/null && $FF quantize --quiet "$W/tiny" "$W/tiny-q" > "$W/q.out" 2>&1
+if grep -q '"quant_method": "compressed-tensors"' "$W/tiny-q/config.json" 2>/dev/null &&
+   [ -f "$W/tiny-q/chat_template.jinja" ] && [ -f "$W/tiny-q/processor_config.json" ]; then
+    pass quantize_tiny_default "$(grep quantized "$W/q.out" | head -1 | xargs)"
+else fail quantize_tiny_default; fi
+
+# plan golden: the real 26B-A4B counts (30 layers x 128 experts), widths shrunk
+$FF_FAST synth --arch gemma4-moe --size real --hidden 64 --intermediate 64 --moe-intermediate 32 \
+    --vocab 256 --head-dim 16 --global-head-dim 32 --vision-layers 2 --vision-hidden 32 \
+    --vision-intermediate 32 "$W/a4b" > /dev/null
+$FF plan "$W/a4b" > "$W/plan.txt"; prc=$?
+if [ $prc -eq 0 ] && grep -q "^  dense Linears quantized   205 (config implies 205)$" "$W/plan.txt" &&
+   grep -q "^  expert Linears quantized  11520 (config implies 11520)$" "$W/plan.txt" &&
+   grep -q "^  routers ignored           30, quantized 0$" "$W/plan.txt"; then
+    pass plan_26b_a4b_counts "11520 experts, 205 dense, 30 routers ignored"
+else fail plan_26b_a4b_counts "rc=$prc"; fi
+$FF plan --json "$W/a4b" > "$W/plan.json"
+if python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(not (j['quantized_experts']==11520 and j['quantized_dense']==205 and j['routers_ignored']==30 and j['ok']))" "$W/plan.json"; then
+    pass plan_json; else fail plan_json; fi
+# real 31B dense layer pattern: 60 layers, full every 6th without v_proj -> 410 Linears
+$FF_FAST synth --size real --hidden 64 --intermediate 64 --vocab 256 --head-dim 16 --global-head-dim 32 \
+    --vision-layers 0 "$W/d31" > /dev/null
+if $FF plan "$W/d31" | grep -q "^  dense Linears quantized   410 (config implies 410)$"; then
+    pass plan_31b_dense_counts 410; else fail plan_31b_dense_counts; fi
+
+# recipes that break an invariant are refused before any work: exit 3, nothing written
+expect_rc plan_refuses_router 3 $FF plan "$W/a4b" --only 'language_model.*(self_attn|mlp|experts|router)'
+grep -q "quantizes a router" "$WORK/plan_refuses_router.out" || fail plan_refuses_router_message
+expect_rc plan_refuses_missing_experts 3 $FF plan "$W/a4b" --ignore 'experts'
+grep -q "expert Linears quantized: 0, but the config implies 11520" "$WORK/plan_refuses_missing_experts.out" ||
+    fail plan_refuses_missing_experts_message
+expect_rc plan_refuses_vision 3 $FF plan "$W/a4b" --only 'vision_tower|self_attn|mlp|experts'
+expect_rc quantize_refuses_router 3 $FF quantize --quiet "$W/a4b" "$W/never" --only 'language_model.*(self_attn|mlp|experts|router)'
+if [ ! -e "$W/never" ] && ! ls -d "$W"/never.partial-* > /dev/null 2>&1; then pass refused_writes_nothing; else fail refused_writes_nothing; fi
+expect_rc plan_allows_router_when_asked 0 $FF plan "$W/a4b" --only 'language_model.*(self_attn|mlp|experts|router)' --allow-router-quantization
+grep -q "WARNING .*router quantized on request" "$WORK/plan_allows_router_when_asked.out" || fail plan_router_warning
+
+# sharding: small shards, an index that names every tensor
+$FF quantize --quiet --shard-size 300KB "$W/tiny" "$W/tiny-shards" > /dev/null 2>&1
+n=$(ls "$W/tiny-shards"/model-*-of-*.safetensors 2>/dev/null | wc -l)
+if [ "$n" -gt 3 ] && python3 - "$W/tiny-shards" <<'PY'
+import json, os, struct, sys
+d = sys.argv[1]; idx = json.load(open(os.path.join(d, "model.safetensors.index.json")))["weight_map"]
+seen = {}
+for f in set(idx.values()):
+    b = open(os.path.join(d, f), "rb"); n = struct.unpack("<Q", b.read(8))[0]
+    for k in json.loads(b.read(n)):
+        if k != "__metadata__": seen[k] = f
+sys.exit(0 if seen == idx else 1)
+PY
+then pass shards_and_index "$n shards"; else fail shards_and_index "$n shards"; fi
+if cmp -s <(cd "$W/tiny-q" && ls) <(cd "$W/tiny-q" && ls) && [ -f "$W/tiny-q/model.safetensors" ]; then pass single_shard_no_index; else fail single_shard_no_index; fi
+
+# bad input: one-line error naming file (and tensor), non-zero exit, no output left
+nanq=$(python3 tests/golden/mkbad.py "$W/tiny" "$W/bad")
+for v in truncated header-lies overlap bad-json nan-weight; do
+    $FF quantize --quiet "$W/bad/$v" "$W/bad-out-$v" > "$W/bad-$v.out" 2>&1; rc=$?
+    lines=$(wc -l < "$W/bad-$v.out")
+    if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && grep -q "$W/bad/$v/model.safetensors" "$W/bad-$v.out" &&
+       [ ! -e "$W/bad-out-$v" ] && ! ls -d "$W/bad-out-$v".partial-* > /dev/null 2>&1; then
+        pass "bad_input_$v" "$(cut -c1-150 "$W/bad-$v.out")"
+    else fail "bad_input_$v" "rc=$rc lines=$lines: $(head -2 "$W/bad-$v.out")"; fi
+done
+grep -q "tensor $nanq: element 1 is NaN" "$W/bad-nan-weight.out" && pass nan_names_tensor || fail nan_names_tensor
+expect_rc refuses_existing_output 1 $FF quantize --quiet "$W/tiny" "$W/tiny-q"
+expect_rc refuses_missing_input 1 $FF quantize --quiet "$W/does-not-exist" "$W/x"
+expect_rc refuses_bad_option 2 $FF quantize --frobnicate "$W/tiny" "$W/x"
+
+# the real tiny Gemma-4s saved by transformers 5.17: they lack processor files,
+# so quantize refuses (exit 4) until --fix gets them from a same-family folder
+mkdir -p "$W/fx"
+for m in dense moe; do tar xzf "$ROOT_SHARED/fixtures/gemma4-tiny-$m.tar.gz" -C "$W/fx"; done
+expect_rc quantize_fixture_refused_by_doctor 4 $FF quantize --quiet "$W/fx/gemma4-tiny-dense" "$W/fx-q-dense"
+[ ! -e "$W/fx-q-dense" ] && pass doctor_refusal_writes_nothing || fail doctor_refusal_writes_nothing
+$FF_FAST synth --vocab 512 --vision-layers 1 "$W/aux512" > /dev/null
+before=$(cd "$W/fx/gemma4-tiny-dense" && ls -la --time-style=+%s | md5sum)
+expect_rc quantize_fixture_dense_fix 0 $FF quantize --quiet --fix --aux-from "$W/aux512" "$W/fx/gemma4-tiny-dense" "$W/fx-q-dense"
+after=$(cd "$W/fx/gemma4-tiny-dense" && ls -la --time-style=+%s | md5sum)
+[ "$before" = "$after" ] && pass fix_never_writes_input || fail fix_never_writes_input
+if [ -f "$W/fx-q-dense/processor_config.json" ] && $FF doctor "$W/fx-q-dense" > /dev/null &&
+   ! ls -d "$W"/fx-q-dense.doctor-* > /dev/null 2>&1; then pass fixed_output_clean; else fail fixed_output_clean; fi
+expect_rc quantize_fixture_moe_no_doctor 0 $FF quantize --quiet --no-doctor "$W/fx/gemma4-tiny-moe" "$W/fx-q-moe"
+expect_rc output_doctor_clean 0 $FF doctor "$W/tiny-q"
+exit $GOLDEN_RC
