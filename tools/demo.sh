@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The main job on the embedded default: a synthetic Gemma-4 (real names and
+# schema) -> plan -> quantize -> verify against the source -> inspect.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+make -s build/fp4forge
+FF=build/fp4forge
+D=${DEMO_DIR:-build/demo}
+rm -rf "$D"; mkdir -p "$D"
+$FF synth "$D/gemma4-synth-bf16"
+$FF plan "$D/gemma4-synth-bf16" | sed -n '/^invariants/,$p'
+$FF quantize --quiet "$D/gemma4-synth-bf16" "$D/gemma4-synth-nvfp4a16"
+$FF verify "$D/gemma4-synth-nvfp4a16" --against "$D/gemma4-synth-bf16" | tail -4
+$FF inspect "$D/gemma4-synth-nvfp4a16" | head -20
+echo "demo: NVFP4A16 checkpoint in $D/gemma4-synth-nvfp4a16"
