@@ -5,6 +5,15 @@
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p build
+# shared/ (fixtures) sits beside the checkout, in CI as here.
+if [ -z "${FP4FORGE_SHARED:-}" ]; then
+    FP4FORGE_SHARED=$(cd .. && pwd)/shared
+    [ -d "$FP4FORGE_SHARED/fixtures" ] || FP4FORGE_SHARED=/work/shared
+fi
+export FP4FORGE_SHARED ROOT_SHARED=$FP4FORGE_SHARED
+export FIXTURES=${FIXTURES:-$FP4FORGE_SHARED/fixtures}
+export FP4FORGE_FIXTURES=${FP4FORGE_FIXTURES:-$FIXTURES}
+export FP4FORGE_GEMMA4_TINY=${FP4FORGE_GEMMA4_TINY:-$FIXTURES/gemma4-tiny-dense.tar.gz}
 log=build/results.txt
 : > "$log"
 status=0

@@ -2,7 +2,7 @@
 # inspect / verify / diff / dequantize on the real tiny Gemma-4 fixtures, with
 # planted faults (byte patches through python3's struct module, no torch).
 set -u
-FX=/work/shared/fixtures
+FX=${FIXTURES:-/work/shared/fixtures}
 W=$WORK/ivd
 rm -rf "$W"; mkdir -p "$W/fx"
 ok() { if [ "$1" = 0 ]; then echo "PASS $2"; else echo "FAIL $2"; fi; }
