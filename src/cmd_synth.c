@@ -34,6 +34,7 @@ static const cli_opt synth_opts[] = {
     {"--seed", "S", "weight seed (default 1)"},
     {"--shard-size", "SIZE", "target shard size (default 5GB)"},
     {"--threads", "N", "threads filling weights (the bytes do not depend on it)"},
+    {"--sparse", NULL, "headers and file sizes only (zeros, no disk used): plan/fit at real size"},
     {"--force", NULL, "replace OUT_DIR if it exists"},
     {NULL, NULL, NULL},
 };
@@ -122,7 +123,7 @@ int cmd_synth(int argc, char **argv)
         return cmd_report("synth", &e);
     }
     int threads = cli_get(&a, "--threads") ? atoi(cli_get(&a, "--threads")) : 0;
-    if (synth_write(&g, a.pos[0], (uint64_t)shard, threads, cli_flag(&a, "--force"), &e))
+    if (synth_write(&g, a.pos[0], (uint64_t)shard, threads, cli_flag(&a, "--force"), cli_flag(&a, "--sparse"), &e))
         return cmd_report("synth", &e);
     printf("fp4forge synth: %s (%s, %d layers, hidden %lld%s, %.3f GB bf16)\n", a.pos[0], arch, g.layers,
            (long long)g.hidden, g.moe ? ", MoE" : "", (double)synth_bytes(&g) / 1e9);

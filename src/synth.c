@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
 
 #include "dtype.h"
 #include "fsutil.h"
@@ -421,8 +423,22 @@ static int check_geom(const synth_geom *g, ff_err *e)
     return FF_OK;
 }
 
+/* Extends each shard to its full size without writing: a hole reads as zeros. */
+static int size_sparse(shard_set *ss, ff_err *e)
+{
+    for (size_t k = 0; k < ss->nshards; k++) {
+        uint64_t end = 0;
+        for (size_t i = 0; i < ss->nouts; i++)
+            if (ss->out_shard[i] == k && ss->out_abs[i] + ss->outs[i].nbytes > end)
+                end = ss->out_abs[i] + ss->outs[i].nbytes;
+        if (ftruncate(ss->fds[k], (off_t)end) != 0)
+            return ff_fail(e, FF_EIO, "%s: cannot size: %s", ss->paths[k], strerror(errno));
+    }
+    return FF_OK;
+}
+
 int synth_write(const synth_geom *g, const char *out_dir, uint64_t shard_size, int threads,
-                int force, ff_err *e)
+                int force, int sparse, ff_err *e)
 {
     int rc = check_geom(g, e);
     if (rc)
@@ -443,7 +459,9 @@ int synth_write(const synth_geom *g, const char *out_dir, uint64_t shard_size, i
     rc = fs_stage_begin(&stage, out_dir, force, e);
     if (!rc)
         rc = shards_open(&ss, outs, l.n, shard_size, stage.tmp_dir, e);
-    if (!rc) {
+    if (!rc && sparse)
+        rc = size_sparse(&ss, e);
+    else if (!rc) {
         pool = pool_create(threads);
         rc = write_tensors(&l, &ss, pool, g->seed, e);
     }

@@ -30,7 +30,9 @@ typedef struct synth_geom {
 int synth_preset(const char *arch, const char *size, synth_geom *g);
 /* Bytes the checkpoint's tensors will take. */
 uint64_t synth_bytes(const synth_geom *g);
+/* sparse: headers and file sizes only (the data reads as zeros and takes no
+ * disk), for planning and fit at the real 50-60 GB geometry. */
 int synth_write(const synth_geom *g, const char *out_dir, uint64_t shard_size, int threads,
-                int force, ff_err *e);
+                int force, int sparse, ff_err *e);
 
 #endif

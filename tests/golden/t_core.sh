@@ -30,6 +30,15 @@ else fail plan_26b_a4b_counts "rc=$prc"; fi
 $FF plan --json "$W/a4b" > "$W/plan.json"
 if python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(not (j['quantized_experts']==11520 and j['quantized_dense']==205 and j['routers_ignored']==30 and j['ok']))" "$W/plan.json"; then
     pass plan_json; else fail plan_json; fi
+# the full-size 26B-A4B (51.6 GB of headers, sparse: no disk used): plan reads
+# headers only and must answer in well under a second
+$FF_FAST synth --arch gemma4-moe --size real --sparse "$W/a4b-full" > /dev/null
+t0=$(date +%s.%N); $FF_FAST plan "$W/a4b-full" > "$W/plan-full.txt"; prc=$?; t1=$(date +%s.%N)
+secs=$(echo "$t1 - $t0" | bc)
+if [ $prc -eq 0 ] && grep -q "expert Linears quantized  11520" "$W/plan-full.txt" && [ "$(echo "$secs < 1" | bc)" = 1 ]; then
+    pass plan_full_size_26b_a4b_headers "$(grep '^total' "$W/plan-full.txt" | xargs) in ${secs}s"
+else fail plan_full_size_26b_a4b_headers "rc=$prc ${secs}s"; fi
+
 # real 31B dense layer pattern: 60 layers, full every 6th without v_proj -> 410 Linears
 $FF_FAST synth --size real --hidden 64 --intermediate 64 --vocab 256 --head-dim 16 --global-head-dim 32 \
     --vision-layers 0 "$W/d31" > /dev/null
