@@ -57,7 +57,7 @@ eq bf16_weights_table "$(jq_ "$D/d.json" "j['columns'][0]['weights_by_kind']['to
 "$FF" plan "$DN" --json > "$D/plan.json" 2>/dev/null
 eq nvfp4_weights_plan "$(jq_ "$D/d.json" "j['columns'][1]['weights_by_kind']['total']")" "$(jq_ "$D/plan.json" "j['bytes_out']")"
 # a quantized input is measured as is: one column, the table's bytes
-if "${FF_FAST:-build/fp4forge}" quantize "$DN" "$D/q" >/dev/null 2>&1; then
+if "${FF_FAST:-build/fp4forge}" quantize --no-doctor "$DN" "$D/q" >/dev/null 2>&1; then
     fit "$D/q.json" "$D/q" --context 4096
     qt=$(python3 -c "
 import json,struct,glob,sys

@@ -11,9 +11,9 @@ if [ ! -f $FX/gemma4-tiny-moe.tar.gz ] || [ ! -f $FX/gemma4-tiny-dense.tar.gz ];
 fi
 tar xzf $FX/gemma4-tiny-moe.tar.gz -C "$W/fx" && tar xzf $FX/gemma4-tiny-dense.tar.gz -C "$W/fx"
 MOE=$W/fx/gemma4-tiny-moe DENSE=$W/fx/gemma4-tiny-dense
-$FF_FAST quantize "$MOE" "$W/moe" --quiet >/dev/null
-$FF_FAST quantize "$DENSE" "$W/dense" --quiet >/dev/null
-$FF_FAST quantize "$MOE" "$W/moe-routers" --quiet --allow-router-quantization \
+$FF_FAST quantize --no-doctor "$MOE" "$W/moe" --quiet >/dev/null
+$FF_FAST quantize --no-doctor "$DENSE" "$W/dense" --quiet >/dev/null
+$FF_FAST quantize --no-doctor "$MOE" "$W/moe-routers" --quiet --allow-router-quantization \
     --only 'language_model.*(self_attn|mlp|experts|router)' >/dev/null
 
 # patch DIR TENSOR OFFSET_IN_TENSOR FORMAT VALUE: overwrite bytes of one tensor
