@@ -15,8 +15,10 @@ D=$WORK/core; rm -rf "$D"; mkdir -p "$D"
 unpack gemma4-tiny-dense "$D/src" || { echo "FAIL core_fixture_unpack"; exit 1; }
 quantize_and_threads core "$D/src" "$D/ff" || exit 1
 DEQ=$(dequantize "$D/ff" "$D/ff-deq" core) || DEQ=
-pyrun core_ct "$D" $CONF/ct_match.py core "$D/src" "$D/ff" $DEQ
+# (a) and the llm-compressor run are independent: run them side by side (2 cores)
+pyrun core_ct "$D" $CONF/ct_match.py core "$D/src" "$D/ff" $DEQ > "$D/ct.out" & ctpid=$!
 pyrun core_llmc_quantize "$D" $CONF/llmc_quantize.py "$D/src" "$D/llmc" > "$D/llmc.out"
+wait $ctpid; cat "$D/ct.out"; grep -q '^FAIL ' "$D/ct.out" && rc=1
 if [ -f "$D/llmc/model.safetensors" ]; then
     pyrun core_llmc "$D" $CONF/llmc_compare.py core_llmc "$D/ff" "$D/llmc"
     PEER=(--peer "$D/llmc")
