@@ -8,7 +8,8 @@ fail() { echo "FAIL $1${2:+ ($2)}"; RC=1; }
 RC=0
 W=$WORK/lora; rm -rf "$W"; mkdir -p "$W"
 HERE=$(dirname "$0")
-tar xzf /work/shared/fixtures/gemma4-tiny-dense.tar.gz -C "$W" || { fail lora_fixture; exit 1; }
+FIX=${FP4FORGE_FIXTURES:-/work/shared/fixtures}
+tar xzf "$FIX/gemma4-tiny-dense.tar.gz" -C "$W" || { fail lora_fixture; exit 1; }
 B=$W/gemma4-tiny-dense
 if ! "$PY" "$HERE/lora_make.py" "$B" "$W" plain rslora inert vision dora > "$W/make.log" 2>&1; then
     fail lora_peft_make "$(tail -2 "$W/make.log" | xargs)"; exit 1
@@ -19,8 +20,8 @@ for v in plain rslora; do
        out=$("$PY" "$HERE/lora_check.py" "$W/ff-$v" "$W/peft-$v" "$B" "$W/adapter-$v" 2>&1); then
         pass "lora_merge_equals_peft_$v" "$out; $(grep -o 'merged [0-9]*/[0-9]*' "$W/merge-$v.out")"
     else fail "lora_merge_equals_peft_$v" "${out:-} $(tail -1 "$W/merge-$v.out")"; fi
-    $FF quantize --quiet "$B" "$W/q1-$v" --lora "$W/adapter-$v" > /dev/null 2>&1
-    $FF quantize --quiet "$W/ff-$v" "$W/q2-$v" > /dev/null 2>&1
+    $FF quantize --quiet --no-doctor "$B" "$W/q1-$v" --lora "$W/adapter-$v" > /dev/null 2>&1
+    $FF quantize --quiet --no-doctor "$W/ff-$v" "$W/q2-$v" > /dev/null 2>&1
     same=1; n=0
     [ -f "$W/q1-$v/model.safetensors" ] || same=0
     for f in $(ls "$W/q2-$v"); do n=$((n+1)); cmp -s "$W/q1-$v/$f" "$W/q2-$v/$f" || same=0; done
