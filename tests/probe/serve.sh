@@ -10,9 +10,13 @@ shift 5
 # 512-token vocabulary, so its vision tower cannot be fed).
 export VLLM_TARGET_DEVICE=cpu VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 export VLLM_CPU_OMP_THREADS_BIND=${VLLM_CPU_OMP_THREADS_BIND:-nobind}
+# One process instead of three (API server, engine core, worker): each would
+# import torch and vLLM again, which on 2 busy cores costs about half a minute.
+export VLLM_ENABLE_V1_MULTIPROCESSING=${VLLM_ENABLE_V1_MULTIPROCESSING:-0}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 setsid "$VENV/bin/vllm" serve "$MODEL" --host 127.0.0.1 --port "$PORT" \
     --served-model-name "$NAME" --dtype bfloat16 --max-model-len 512 \
-    --max-num-seqs 4 --enforce-eager --language-model-only "$@" \
+    --max-num-seqs 4 --enforce-eager --language-model-only \
+    --distributed-executor-backend uni "$@" \
     > "$LOG" 2>&1 < /dev/null &
 echo $!
