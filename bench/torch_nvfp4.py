@@ -22,7 +22,7 @@ import time
 import torch
 from safetensors import safe_open
 
-ROWS = 256  # rows per chunk: bounds the f32 temporaries to ~100 MB
+ROWS = 1024  # rows per chunk: bounds the f32 temporaries to ~400 MB
 
 
 def fused_key(module):
@@ -43,7 +43,11 @@ def global_scale(amax_bf16):
     return torch.where(torch.isfinite(gs), gs, torch.ones_like(gs))
 
 
-THRESH = [(0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, False), (3.5, True), (5.0, False)]
+# E2M1 bucket edges of |y|: CT's cast_to_fp4 is closed at the even codes
+# (0.25, 1.25, 2.5, 5.0 go down) and open at the odd ones (0.75, 1.75, 3.5 go
+# up). Seven compares summed beat torch.bucketize 2.5x on this CPU.
+THRESH = [(0.75, True), (1.25, False), (1.75, True), (2.5, False), (3.5, True), (5.0, False)]
+ZERO_SCALE = torch.tensor(0.125)
 
 
 def quantize(w, gs):
@@ -53,21 +57,17 @@ def quantize(w, gs):
     for r0 in range(0, rows, ROWS):
         x = w[r0:r0 + ROWS].reshape(-1, cols // 16, 16)
         s = (x.abs().amax(-1) / 6).float() * gs  # bf16 division, then f32
-        s8 = s.clamp(max=448.0).to(torch.float8_e4m3fn)
-        s8f = s8.float()
-        zero = s8f == 0
-        s8 = torch.where(zero, torch.tensor(0.125).to(torch.float8_e4m3fn), s8)
-        s8f = torch.where(zero, torch.tensor(0.125), s8f)
-        eff = s8f / gs
-        y = x.float() / eff.unsqueeze(-1)
+        s8f = s.clamp(max=448.0).to(torch.float8_e4m3fn).float()
+        s8f = torch.where(s8f == 0, ZERO_SCALE, s8f)
+        y = x.float() / (s8f / gs).unsqueeze(-1)
         a = y.abs()
-        code = torch.zeros_like(a, dtype=torch.uint8)
+        code = torch.gt(a, 0.25).to(torch.uint8)
         for t, closed_below in THRESH:
             code += (a >= t) if closed_below else (a > t)
         code |= (y < 0).to(torch.uint8) << 3
         code = code.reshape(x.shape[0], cols)
         packed[r0:r0 + ROWS] = code[:, 0::2] | (code[:, 1::2] << 4)
-        scales[r0:r0 + ROWS] = s8.reshape(x.shape[0], -1)
+        scales[r0:r0 + ROWS] = s8f.reshape(x.shape[0], -1).to(torch.float8_e4m3fn)
     return packed, scales
 
 
