@@ -31,6 +31,9 @@ typedef struct arch_rule {
     int linear;               /* a Linear's weight (kept ones go in the ignore list) */
     const char *fuse;         /* tie key: members under one parent share a global scale */
     arch_guard guard;
+    /* the parent module is a Linear to compressed-tensors too (a "Router"
+     * class counts as Linear), so it is listed in ignore beside this one */
+    int ignore_parent;
     /* experts: output module names under "<parent>.<e>." */
     const char *expert_out[2];
 } arch_rule;

@@ -141,6 +141,11 @@ static int add_keep(plan *p, const ckpt_tensor *t, const char *family, const dec
     if (d->rule && d->rule->linear) {
         fs->kept_linears++;
         char *mod = strip_suffix(t->st->name, ".weight");
+        if (d->rule->ignore_parent) {
+            char *dot = strrchr(mod, '.');
+            if (dot && PUSH(p, ignore, strndup(mod, (size_t)(dot - mod))))
+                return -1;
+        }
         if (PUSH(p, ignore, mod))
             return -1;
     }

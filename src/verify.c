@@ -224,6 +224,23 @@ static int in_ignore(const json_t *ig, const char *mod)
     return 0;
 }
 
+/* A rule with ignore_parent (the MoE router) lists its parent module too,
+ * as compressed-tensors does; such an entry names no tensor of its own. */
+static int is_ignored_parent(const vctx *v, const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i < v->q.ntensors; i++) {
+        const char *name = v->q.tensors[i].st->name;
+        if (strncmp(name, s, n) || name[n] != '.')
+            continue;
+        const arch_rule *r = insp_rule(&v->qi, name);
+        const char *dot = strchr(name + n + 1, '.');   /* s.<child>.weight */
+        if (r && r->ignore_parent && dot && strcmp(dot, ".weight") == 0)
+            return 1;
+    }
+    return 0;
+}
+
 static void check_ignore(vctx *v)
 {
     const json_t *ig = insp_ignore(&v->qi);
@@ -258,7 +275,7 @@ static void check_ignore(vctx *v)
         const arch_rule *r = insp_rule(&v->qi, mod);
         /* a tied lm_head has no tensor of its own; the ignore entry is harmless */
         int tied = r && strcmp(r->family, "lm_head") == 0 && v->qi.cls.tie_embeddings;
-        if (!ckpt_find(&v->q, mod) && !tied)
+        if (!ckpt_find(&v->q, mod) && !tied && !is_ignored_parent(v, s))
             fail_item(v, "ignore_list", "%s is in the ignore list but no such module exists", s);
     }
     detail(v, "ignore_list", "%zu entries, %zu Linears kept", json_array_size(ig), kept);
