@@ -17,7 +17,7 @@ TOBJ    := $(SRC:src/%.c=build/tobj/%.o)
 UNIT    := $(sort $(wildcard tests/unit/test_*.c))
 UNITBIN := $(UNIT:tests/unit/%.c=build/tests/%)
 
-.PHONY: all clean test unit golden conformance demo bench
+.PHONY: all clean test unit golden conformance demo bench cuda
 all: build/fp4forge
 
 build/obj/%.o: src/%.c $(wildcard src/*.h)
@@ -68,3 +68,16 @@ bench: build/fp4forge
 
 clean:
 	rm -rf build
+
+# Optional GPU path (issue 8): the same bytes from a CUDA kernel, measured on
+# the H200 with cuda/run-device.sh. Needs nvcc; never part of `make test`.
+NVCC ?= nvcc
+build/cuda/nvfp4_cuda.o: cuda/nvfp4_cuda.cu cuda/nvfp4_cuda.h
+	@mkdir -p $(@D)
+	$(NVCC) -O3 -std=c++17 -arch=sm_90 -fmad=false -prec-div=true -c $< -o $@
+
+build/fp4forge-cuda-bench: cuda/cuda_bench.c build/cuda/nvfp4_cuda.o build/libfp4forge.a
+	$(CC) $(CFLAGS) -Icuda $< build/cuda/nvfp4_cuda.o build/libfp4forge.a $(LIBS) \
+	    -L$(dir $(shell which $(NVCC)))../lib64 -lcudart_static -ldl -lrt -lstdc++ -o $@
+
+cuda: build/fp4forge-cuda-bench
