@@ -11,11 +11,12 @@ nvfp4_rows_fn nvfp4_kernel_by_name(const char *name)
         return nvfp4_quantize_rows_scalar;
 #if defined(__x86_64__)
     __builtin_cpu_init();
+    /* the AVX2 kernel also uses F16C (vcvtph2ps/vcvtps2ph) for f16 input */
     if (strcmp(name, "avx2") == 0 && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma"))
+        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
         return nvfp4_quantize_rows_avx2;
     if (strcmp(name, "avx512") == 0 && __builtin_cpu_supports("avx512f") &&
-        __builtin_cpu_supports("avx512bw"))
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
         return nvfp4_quantize_rows_avx512;
 #endif
     return NULL;
