@@ -8,9 +8,10 @@
  *   s8       RNE to e4m3: 3-bit mantissa rounding on the f32 bits for
  *            normals, rint(s * 512) / 512 below 2^-6; 0 becomes 0.125
  *   eff      s8 / gs;  y = x / eff
- *   code     count of the thresholds |y| passes, taken with "not <=" / "not <"
- *            predicates so a NaN lands in bucket 7 as in the scalar else-chain;
- *            sign bit iff y < 0 (so -0.0 gives 0 and -tiny gives 8). */
+ *   code     AVX2: count of the thresholds |y| passes, taken with "not <=" /
+ *            "not <" predicates so a NaN lands in bucket 7 as in the scalar
+ *            else-chain; AVX-512: RNE onto the E2M1 grid (same buckets, see
+ *            codes_512); sign bit iff y < 0 (-0.0 gives 0, -tiny gives 8). */
 #include "nvfp4_simd.h"
 
 #include <float.h>
@@ -81,19 +82,22 @@ static T5 INL __m512i scales_512(__m512 amax, __m512 gsv, ff_dtype t, __m512 *ef
     return code;
 }
 
-/* One group of 16: codes, pairs packed low nibble first, 8 bytes out. */
+/* One group of 16: codes, pairs packed low nibble first, 8 bytes out.
+ * CT's buckets are exactly round-to-nearest-even onto the E2M1 grid
+ * {0, .5, 1, 1.5, 2, 3, 4, 6} (every edge tie goes to the even code), so:
+ * |y| < 1: code = rint(2|y|) (0, 1, 2); else RNE to one mantissa bit on the
+ * f32 bits, code = (bits >> 22) - 252, capped at 7 (also Inf/NaN -> 7). */
 static T5 INL void codes_512(__m512 x, __m512 eff, uint8_t *out)
 {
     __m512 y = _mm512_div_ps(x, eff), a = abs512(y);
-    const __m512i one = _mm512_set1_epi32(1);
-    __m512i m = _mm512_setzero_si512();
-    m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.25f), _CMP_NLE_UQ), m, one);
-    m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.75f), _CMP_NLT_UQ), m, one);
-    m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.25f), _CMP_NLE_UQ), m, one);
-    m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.75f), _CMP_NLT_UQ), m, one);
-    m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.5f), _CMP_NLE_UQ), m, one);
-    m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(3.5f), _CMP_NLT_UQ), m, one);
-    m = _mm512_mask_add_epi32(m, _mm512_cmp_ps_mask(a, _mm512_set1_ps(5.0f), _CMP_NLE_UQ), m, one);
+    __m512i u = _mm512_castps_si512(a);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 22), _mm512_set1_epi32(1));
+    u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x1fffff)));
+    __m512i m = _mm512_min_epu32(_mm512_sub_epi32(_mm512_srli_epi32(u, 22), _mm512_set1_epi32(252)),
+                                 _mm512_set1_epi32(7));
+    __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.0f), _CMP_LT_OQ);
+    __m512i ms = _mm512_cvt_roundps_epi32(_mm512_add_ps(a, a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    m = _mm512_mask_mov_epi32(m, small, ms);
     __mmask16 neg = _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_LT_OQ);
     m = _mm512_mask_or_epi32(m, neg, m, _mm512_set1_epi32(8));
     /* each 64-bit lane holds (even, odd): even | odd << 4 in its low byte */
