@@ -210,3 +210,24 @@ const json_t *ckpt_text_config(const ckpt *c)
     json_t *t = json_object_get(c->config, "text_config");
     return json_is_object(t) ? t : c->config;
 }
+
+int ckpt_copy_aux(const char *in_dir, const char *out_dir, int with_config, ff_err *e)
+{
+    size_t n;
+    char **files = fs_list_files(in_dir, &n, e);
+    if (!files)
+        return e ? e->code : FF_EIO;
+    int rc = FF_OK;
+    for (size_t i = 0; i < n && rc == FF_OK; i++) {
+        const char *f = files[i];
+        if (ends_with(f, ".safetensors") || strcmp(f, "model.safetensors.index.json") == 0 ||
+            (!with_config && strcmp(f, "config.json") == 0) || strstr(f, ".bak-fp4forge-"))
+            continue;
+        char *a = fs_join(in_dir, f), *b = fs_join(out_dir, f);
+        rc = fs_copy_file(a, b, e);
+        free(a);
+        free(b);
+    }
+    fs_free_list(files, n);
+    return rc;
+}

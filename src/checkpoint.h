@@ -38,6 +38,11 @@ static inline const char *ckpt_path(const ckpt *c, const ckpt_tensor *t)
 {
     return c->files[t->file].path;
 }
+/* Copies every file of in_dir that is not weights (shards, index) or a
+ * doctor backup into out_dir: tokenizer, chat template, generation and
+ * processor configs travel with every checkpoint fp4forge writes. config.json
+ * too when with_config (callers that rewrite it pass 0). */
+int ckpt_copy_aux(const char *in_dir, const char *out_dir, int with_config, ff_err *e);
 /* The text model's config: text_config when present, else the top level. */
 const json_t *ckpt_text_config(const ckpt *c);
 

@@ -145,22 +145,7 @@ static int write_meta(const ckpt *c, const char *dir, ff_err *e)
         free(p);
         json_decref(cfg);
     }
-    size_t n;
-    char **files = rc ? NULL : fs_list_files(c->dir, &n, e);
-    if (!files)
-        return rc ? rc : e->code;
-    for (size_t i = 0; i < n && rc == FF_OK; i++) {
-        size_t len = strlen(files[i]);
-        if ((len > 12 && strcmp(files[i] + len - 12, ".safetensors") == 0) ||
-            strcmp(files[i], "model.safetensors.index.json") == 0 || strcmp(files[i], "config.json") == 0)
-            continue;
-        char *a = fs_join(c->dir, files[i]), *b = fs_join(dir, files[i]);
-        rc = fs_copy_file(a, b, e);
-        free(a);
-        free(b);
-    }
-    fs_free_list(files, n);
-    return rc;
+    return rc ? rc : ckpt_copy_aux(c->dir, dir, 0, e);
 }
 
 static int dequantize_run(const char *in, const char *out, uint64_t shard_size, int force, ff_err *e)

@@ -109,29 +109,6 @@ static int write_tensors(const ckpt *c, lora_adapter *l, const char *dir, uint64
     return rc;
 }
 
-/* Tokenizer, processor and generation files travel as they are. */
-static int copy_aux(const char *in_dir, const char *out_dir, ff_err *e)
-{
-    size_t n;
-    char **files = fs_list_files(in_dir, &n, e);
-    if (!files)
-        return e->code;
-    int rc = FF_OK;
-    for (size_t i = 0; i < n && rc == FF_OK; i++) {
-        const char *f = files[i];
-        size_t len = strlen(f);
-        if ((len > 12 && strcmp(f + len - 12, ".safetensors") == 0) ||
-            strcmp(f, "model.safetensors.index.json") == 0 || strstr(f, ".bak-fp4forge-"))
-            continue;
-        char *a = fs_join(in_dir, f), *b = fs_join(out_dir, f);
-        rc = fs_copy_file(a, b, e);
-        free(a);
-        free(b);
-    }
-    fs_free_list(files, n);
-    return rc;
-}
-
 /* --schema: doctor's own conversion, run on the staged folder; only its
  * schema finding is fixed, and its backup files are dropped (the input is
  * untouched, so there is nothing to back up). */
@@ -158,7 +135,7 @@ static int convert_schema(const char *dir, doctor_schema schema, ff_err *e)
 
 static int finish_folder(const merge_job *j, const char *dir, ff_err *e)
 {
-    int rc = copy_aux(j->base_dir, dir, e);
+    int rc = ckpt_copy_aux(j->base_dir, dir, 1, e);
     if (!rc && j->chat_template) {
         char *dst = fs_join(dir, "chat_template.jinja");
         rc = fs_copy_file(j->chat_template, dst, e);

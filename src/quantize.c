@@ -336,31 +336,6 @@ static int write_keep(const ckpt *c, const plan_item *it, const quant_source *qs
     return rc;
 }
 
-/* Everything in the input folder that is not weights travels: tokenizer,
- * chat template, generation/processor configs. */
-static int copy_aux(const char *in_dir, const char *out_dir, ff_err *e)
-{
-    size_t n;
-    char **files = fs_list_files(in_dir, &n, e);
-    if (!files)
-        return e->code;
-    int rc = FF_OK;
-    for (size_t i = 0; i < n && rc == FF_OK; i++) {
-        const char *f = files[i];
-        size_t len = strlen(f);
-        if ((len > 12 && strcmp(f + len - 12, ".safetensors") == 0) ||
-            strcmp(f, "model.safetensors.index.json") == 0 || strcmp(f, "config.json") == 0 ||
-            strstr(f, ".bak-fp4forge-"))
-            continue;
-        char *a = fs_join(in_dir, f), *b = fs_join(out_dir, f);
-        rc = fs_copy_file(a, b, e);
-        free(a);
-        free(b);
-    }
-    fs_free_list(files, n);
-    return rc;
-}
-
 static double now(void)
 {
     struct timespec ts;
@@ -415,7 +390,7 @@ static int finish(const ckpt *c, const plan *p, shard_set *ss, const char *dir, 
     rc = jsonio_save(cp, cfg, e);
     free(cp);
     json_decref(cfg);
-    return rc ? rc : copy_aux(c->dir, dir, e);
+    return rc ? rc : ckpt_copy_aux(c->dir, dir, 0, e);
 }
 
 int quantize_run(const ckpt *c, const plan *p, const char *out_dir, const quant_opts *o,
