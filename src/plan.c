@@ -77,13 +77,25 @@ typedef struct decision {
     char *fuse_key;        /* "<parent>|<fuse>" or NULL */
 } decision;
 
-static int compile_all(const char *const *res, int n, regex_t **out, ff_err *e)
+/* Compiles the user's regexes; *ok counts the compiled ones, which are the
+ * only ones free_all may regfree. */
+static int compile_all(const char *const *res, int n, regex_t **out, int *ok, ff_err *e)
 {
+    *ok = 0;
     *out = calloc((size_t)(n ? n : 1), sizeof **out);
-    for (int i = 0; i < n; i++)
+    if (!*out)
+        return ff_fail(e, FF_EIO, "out of memory");
+    for (int i = 0; i < n; i++, (*ok)++)
         if (regcomp(&(*out)[i], res[i], REG_EXTENDED | REG_NOSUB) != 0)
             return ff_fail(e, FF_EUSAGE, "bad regular expression: %s", res[i]);
     return FF_OK;
+}
+
+static void free_all(regex_t *re, int n)
+{
+    for (int i = 0; i < n; i++)
+        regfree(&re[i]);
+    free(re);
 }
 
 static int add_out(plan *p, const char *name, ff_dtype dt, int ndim, const int64_t *shape,
@@ -354,10 +366,11 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
     if ((rc = arch_matcher_init(&am, p->fam, e)))
         return rc;
     regex_t *ign = NULL, *only = NULL;
+    int nign = 0, nonly = 0;
     decision *d = calloc(c->ntensors ? c->ntensors : 1, sizeof *d);
-    rc = compile_all(o->ignore_re, o->nignore, &ign, e);
+    rc = compile_all(o->ignore_re, o->nignore, &ign, &nign, e);
     if (!rc)
-        rc = compile_all(o->only_re, o->nonly, &only, e);
+        rc = compile_all(o->only_re, o->nonly, &only, &nonly, e);
     if (!rc)
         rc = decide(p, c, &am, o, ign, only, d, e);
     if (!rc)
@@ -367,12 +380,8 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
         free(d[i].fuse_key);
     }
     free(d);
-    for (int i = 0; ign && i < o->nignore; i++)
-        regfree(&ign[i]);
-    for (int i = 0; only && i < o->nonly; i++)
-        regfree(&only[i]);
-    free(ign);
-    free(only);
+    free_all(ign, nign);
+    free_all(only, nonly);
     arch_matcher_free(&am);
     if (rc)
         return rc;

@@ -54,6 +54,7 @@ grep -q "expert Linears quantized: 0, but the config implies 11520" "$WORK/plan_
 expect_rc plan_refuses_vision 3 $FF plan "$W/a4b" --only 'vision_tower|self_attn|mlp|experts'
 expect_rc quantize_refuses_router 3 $FF quantize --quiet "$W/a4b" "$W/never" --only 'language_model.*(self_attn|mlp|experts|router)'
 if [ ! -e "$W/never" ] && ! ls -d "$W"/never.partial-* > /dev/null 2>&1; then pass refused_writes_nothing; else fail refused_writes_nothing; fi
+expect_rc plan_bad_regex_is_usage 2 $FF plan "$W/a4b" --ignore vision --only '('
 expect_rc plan_allows_router_when_asked 0 $FF plan "$W/a4b" --only 'language_model.*(self_attn|mlp|experts|router)' --allow-router-quantization
 grep -q "WARNING .*router quantized on request" "$WORK/plan_allows_router_when_asked.out" || fail plan_router_warning
 
