@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const arch_family arch_gemma4;
+extern const arch_family arch_gemma4, arch_llama;
 
-const arch_family *const arch_families[] = {&arch_gemma4, NULL};
+const arch_family *const arch_families[] = {&arch_gemma4, &arch_llama, NULL};
 
 const arch_family *arch_detect(const json_t *config)
 {

@@ -53,6 +53,9 @@ typedef struct arch_family {
     size_t nrules;
     /* what the config implies, for the plan's invariants */
     int (*expect)(const json_t *config, arch_expect *x, ff_err *e);
+    /* optional: the plan report's layer count and vision flag; NULL reads
+     * them with the Gemma-4 geometry reader (text_config aware) */
+    void (*describe)(const json_t *config, int *layers, int *has_vision);
 } arch_family;
 
 /* Families known, NULL-terminated. */

@@ -326,6 +326,22 @@ static int emit(plan *p, const ckpt *c, decision *d, ff_err *e)
     return rc;
 }
 
+/* The report's layers / has_vision: the family's describe hook, else the
+ * Gemma-4 geometry (what a family without one has always reported). */
+static void describe(const arch_family *fam, const json_t *config, int *layers, int *has_vision)
+{
+    if (fam->describe) {
+        fam->describe(config, layers, has_vision);
+        return;
+    }
+    g4_geometry *g = malloc(sizeof *g);
+    if (g && g4_read(config, g, 0, NULL) == FF_OK) {
+        *layers = g->layers;
+        *has_vision = g->has_vision;
+    }
+    free(g);
+}
+
 static void check_invariants(plan *p, const plan_opts *o)
 {
     const arch_expect *x = &p->expect;
@@ -355,7 +371,8 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
         return ff_fail(e, FF_EIO, "%s: missing config.json", c->dir);
     p->fam = arch_detect(c->config);
     if (!p->fam)
-        return ff_fail(e, FF_EIO, "%s/config.json: model_type '%s' is not a family fp4forge knows (gemma4)",
+        return ff_fail(e, FF_EIO, "%s/config.json: model_type '%s' is not a family fp4forge knows "
+                                  "(gemma4; llama, mistral, qwen2, qwen3)",
                        c->dir, jsonio_str(c->config, "model_type", "?"));
     if (json_object_get(c->config, "quantization_config"))
         return ff_fail(e, FF_EIO, "%s/config.json: already has a quantization_config (input must be unquantized)", c->dir);
@@ -390,12 +407,7 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
         PUSH(p, ignore, strdup("lm_head"));
     p->arch_class = strdup(p->expect.experts ? "moe" : "dense");
     p->experts = (int)p->expect.experts;
-    g4_geometry *g = malloc(sizeof *g);
-    if (g && g4_read(c->config, g, 0, NULL) == FF_OK) {
-        p->layers = g->layers;
-        p->has_vision = g->has_vision;
-    }
-    free(g);
+    describe(p->fam, c->config, &p->layers, &p->has_vision);
     check_invariants(p, o);
     if (p->nviolations)
         return ff_fail(e, FF_EPLAN, "plan refused: %s%s", p->violations[0],
