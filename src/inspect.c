@@ -112,6 +112,10 @@ static void read_class(insp *s)
         k->layers = g->layers;
         k->vision = g->has_vision;
         k->tie_embeddings = g->tie_embeddings;
+    } else if (s->have_matcher && s->m.fam->describe && s->c->config) {
+        /* other families describe their own geometry */
+        s->m.fam->describe(s->c->config, &k->layers, &k->vision);
+        k->tie_embeddings = jsonio_bool(s->c->config, "tie_word_embeddings", 0);
     }
     free(g);
     for (size_t i = 0; i < s->nrows; i++) {
