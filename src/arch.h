@@ -46,6 +46,10 @@ typedef struct arch_expect {
     int64_t expert_inter, hidden;
 } arch_expect;
 
+typedef struct arch_shape {
+    int layers, has_vision, moe, experts, tie_embeddings;
+} arch_shape;
+
 typedef struct arch_family {
     const char *name;
     int (*matches)(const json_t *config);
@@ -53,9 +57,9 @@ typedef struct arch_family {
     size_t nrules;
     /* what the config implies, for the plan's invariants */
     int (*expect)(const json_t *config, arch_expect *x, ff_err *e);
-    /* optional: the plan report's layer count and vision flag; NULL reads
-     * them with the Gemma-4 geometry reader (text_config aware) */
-    void (*describe)(const json_t *config, int *layers, int *has_vision);
+    /* the model's shape for reports (plan, inspect); fields the config
+     * does not give stay 0 */
+    void (*describe)(const json_t *config, arch_shape *s);
 } arch_family;
 
 /* Families known, NULL-terminated. */

@@ -70,10 +70,25 @@ static int gemma4_expect(const json_t *config, arch_expect *x, ff_err *e)
     return rc;
 }
 
+static void gemma4_describe(const json_t *config, arch_shape *s)
+{
+    memset(s, 0, sizeof *s);
+    g4_geometry *g = malloc(sizeof *g);
+    if (g && g4_read(config, g, 0, NULL) == FF_OK) {
+        s->layers = g->layers;
+        s->has_vision = g->has_vision;
+        s->moe = g->moe;
+        s->experts = g->moe ? g->experts : 0;
+        s->tie_embeddings = g->tie_embeddings;
+    }
+    free(g);
+}
+
 const arch_family arch_gemma4 = {
     .name = "gemma4",
     .matches = gemma4_matches,
     .rules = gemma4_rules,
     .nrules = sizeof gemma4_rules / sizeof *gemma4_rules,
     .expect = gemma4_expect,
+    .describe = gemma4_describe,
 };

@@ -52,10 +52,11 @@ static int llama_expect(const json_t *config, arch_expect *x, ff_err *e)
     return FF_OK;
 }
 
-static void llama_describe(const json_t *config, int *layers, int *has_vision)
+static void llama_describe(const json_t *config, arch_shape *s)
 {
-    *layers = llama_layers(config);
-    *has_vision = 0;
+    memset(s, 0, sizeof *s);
+    s->layers = llama_layers(config);
+    s->tie_embeddings = jsonio_bool(config, "tie_word_embeddings", 0);
 }
 
 const arch_family arch_llama = {

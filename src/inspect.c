@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "decode.h"
-#include "gemma4_config.h"
 #include "jsonio.h"
 
 static const char *last_component(const char *name)
@@ -104,20 +103,15 @@ static void read_class(insp *s)
 {
     insp_class *k = &s->cls;
     k->arch = s->have_matcher ? s->m.fam->name : "unknown";
-    g4_geometry *g = malloc(sizeof *g);
-    ff_err e2 = {0};
-    if (g && s->c->config && g4_is_gemma4(s->c->config) && g4_read(s->c->config, g, 0, &e2) == FF_OK) {
-        k->moe = g->moe;
-        k->experts = g->moe ? g->experts : 0;
-        k->layers = g->layers;
-        k->vision = g->has_vision;
-        k->tie_embeddings = g->tie_embeddings;
-    } else if (s->have_matcher && s->m.fam->describe && s->c->config) {
-        /* other families describe their own geometry */
-        s->m.fam->describe(s->c->config, &k->layers, &k->vision);
-        k->tie_embeddings = jsonio_bool(s->c->config, "tie_word_embeddings", 0);
+    if (s->have_matcher && s->c->config) {
+        arch_shape sh;
+        s->m.fam->describe(s->c->config, &sh);
+        k->moe = sh.moe;
+        k->experts = sh.experts;
+        k->layers = sh.layers;
+        k->vision = sh.has_vision;
+        k->tie_embeddings = sh.tie_embeddings;
     }
-    free(g);
     for (size_t i = 0; i < s->nrows; i++) {
         if (strcmp(s->rows[i].family, "vision") == 0)
             k->vision = 1;

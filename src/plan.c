@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemma4_config.h"
 #include "jsonio.h"
 #include "nvfp4.h"
 
@@ -326,22 +325,6 @@ static int emit(plan *p, const ckpt *c, decision *d, ff_err *e)
     return rc;
 }
 
-/* The report's layers / has_vision: the family's describe hook, else the
- * Gemma-4 geometry (what a family without one has always reported). */
-static void describe(const arch_family *fam, const json_t *config, int *layers, int *has_vision)
-{
-    if (fam->describe) {
-        fam->describe(config, layers, has_vision);
-        return;
-    }
-    g4_geometry *g = malloc(sizeof *g);
-    if (g && g4_read(config, g, 0, NULL) == FF_OK) {
-        *layers = g->layers;
-        *has_vision = g->has_vision;
-    }
-    free(g);
-}
-
 static void check_invariants(plan *p, const plan_opts *o)
 {
     const arch_expect *x = &p->expect;
@@ -407,7 +390,10 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
         PUSH(p, ignore, strdup("lm_head"));
     p->arch_class = strdup(p->expect.experts ? "moe" : "dense");
     p->experts = (int)p->expect.experts;
-    describe(p->fam, c->config, &p->layers, &p->has_vision);
+    arch_shape shape;
+    p->fam->describe(c->config, &shape);
+    p->layers = shape.layers;
+    p->has_vision = shape.has_vision;
     check_invariants(p, o);
     if (p->nviolations)
         return ff_fail(e, FF_EPLAN, "plan refused: %s%s", p->violations[0],
