@@ -53,12 +53,6 @@ const ckpt_tensor *ckpt_find(const ckpt *c, const char *name)
     return NULL;
 }
 
-static int ends_with(const char *s, const char *suf)
-{
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
 /* Shard names from the index (unique, in order of first mention), or every
  * *.safetensors file of the folder when there is no index. */
 static char **shard_names(const char *dir, json_t **index, size_t *n, ff_err *e)
@@ -105,7 +99,7 @@ static char **shard_names(const char *dir, json_t **index, size_t *n, ff_err *e)
         return NULL;
     size_t len = 0;
     for (size_t i = 0; i < nf; i++) {
-        if (ends_with(all[i], ".safetensors"))
+        if (fs_ends_with(all[i], ".safetensors"))
             all[len++] = all[i];
         else
             free(all[i]);
@@ -220,7 +214,7 @@ int ckpt_copy_aux(const char *in_dir, const char *out_dir, int with_config, ff_e
     int rc = FF_OK;
     for (size_t i = 0; i < n && rc == FF_OK; i++) {
         const char *f = files[i];
-        if (ends_with(f, ".safetensors") || strcmp(f, "model.safetensors.index.json") == 0 ||
+        if (fs_ends_with(f, ".safetensors") || strcmp(f, "model.safetensors.index.json") == 0 ||
             (!with_config && strcmp(f, "config.json") == 0) || strstr(f, ".bak-fp4forge-"))
             continue;
         char *a = fs_join(in_dir, f), *b = fs_join(out_dir, f);

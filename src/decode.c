@@ -7,7 +7,8 @@
 
 #include "nvfp4.h"
 
-static int ends_with(const char *s, const char *suffix)
+/* Ends with ".suffix": a whole last name component, not any tail. */
+static int ends_with_component(const char *s, const char *suffix)
 {
     size_t a = strlen(s), b = strlen(suffix);
     return a > b && s[a - b - 1] == '.' && strcmp(s + a - b, suffix) == 0;
@@ -15,7 +16,7 @@ static int ends_with(const char *s, const char *suffix)
 
 const char *dq_module_of(const char *tensor_name, char *buf, size_t n)
 {
-    if (!ends_with(tensor_name, DQ_PACKED))
+    if (!ends_with_component(tensor_name, DQ_PACKED))
         return NULL;
     size_t len = strlen(tensor_name) - strlen(DQ_PACKED) - 1;
     if (len + 1 > n)
@@ -29,7 +30,7 @@ dq_part_kind dq_part(const ckpt *c, const char *tensor_name)
 {
     static const char *const suffixes[] = {DQ_PACKED, DQ_SCALE, DQ_GLOBAL};
     for (size_t i = 0; i < 3; i++) {
-        if (!ends_with(tensor_name, suffixes[i]))
+        if (!ends_with_component(tensor_name, suffixes[i]))
             continue;
         if (i == 0)
             return DQ_PART_PACKED;

@@ -9,12 +9,6 @@
 #include "doctor.h"
 #include "fsutil.h"
 
-static int ends_with(const char *s, const char *suf)
-{
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
 /* Weights are linked, never copied: the shadow costs kilobytes. */
 static int build_shadow(const char *in_dir, const char *shadow, ff_err *e)
 {
@@ -28,7 +22,7 @@ static int build_shadow(const char *in_dir, const char *shadow, ff_err *e)
         rc = ff_fail(e, FF_EIO, "%s: %s", in_dir, strerror(errno));
     for (size_t i = 0; i < n && rc == FF_OK; i++) {
         char *src = fs_join(abs_in, files[i]), *dst = fs_join(shadow, files[i]);
-        if (ends_with(files[i], ".safetensors")) {
+        if (fs_ends_with(files[i], ".safetensors")) {
             if (symlink(src, dst) != 0)
                 rc = ff_fail(e, FF_EIO, "%s: cannot link: %s", dst, strerror(errno));
         } else {

@@ -94,6 +94,12 @@ done:
     return rc;
 }
 
+int fs_ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
 char *fs_join(const char *dir, const char *name)
 {
     size_t a = strlen(dir), b = strlen(name);

@@ -14,6 +14,8 @@ int fs_mkdir_p(const char *path, ff_err *e);
 /* Removes a tree; used only on folders this program created. */
 int fs_rm_rf(const char *path);
 int fs_copy_file(const char *src, const char *dst, ff_err *e);
+/* Does the name end with suf (".safetensors")? */
+int fs_ends_with(const char *s, const char *suf);
 /* Joins into a fresh malloc'd string. */
 char *fs_join(const char *dir, const char *name);
 /* Sorted file names (not folders, no dot entries) of dir; NULL-terminated. */
