@@ -1,4 +1,5 @@
-# fp4forge: one library (src/), one thin CLI (cli/), tests under tests/.
+# fp4forge: one library (src/, public headers in include/fp4forge/), one thin
+# CLI (cli/) over it, tests under tests/. README "Layout" says what each folder holds.
 CC      ?= cc
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
@@ -6,10 +7,21 @@ OPT     ?= -O2 -g
 DEPS_CFLAGS := $(shell pkg-config --cflags jansson libcurl 2>/dev/null)
 DEPS_LIBS   := $(shell pkg-config --libs jansson libcurl 2>/dev/null || echo -ljansson -lcurl)
 LIBS    := $(DEPS_LIBS) -lpthread -lm
-CFLAGS  += $(CSTD) $(WARN) $(OPT) $(DEPS_CFLAGS) -Isrc
+LIBDIRS := $(sort $(dir $(wildcard src/*/*.c src/*/*/*.c)))
+# Library code sees the public headers and its own layers' headers; the CLI
+# and tests see the same, so a public header never needs a path prefix.
+INC     := -Iinclude/fp4forge $(addprefix -I,$(LIBDIRS))
+CFLAGS  += $(CSTD) $(WARN) $(OPT) $(DEPS_CFLAGS) $(INC)
 
-SRC     := $(sort $(wildcard src/*.c))
+SRC     := $(sort $(wildcard src/*/*.c src/*/*/*.c))
+HDR     := $(wildcard include/fp4forge/*.h src/*/*.h src/*/*/*.h)
 OBJ     := $(SRC:src/%.c=build/obj/%.o)
+# ar keeps members by file name: two library sources with one name would
+# silently replace each other in the archive.
+DUPNAMES := $(shell printf '%s\n' $(notdir $(SRC)) | sort | uniq -d)
+$(if $(DUPNAMES),$(error library sources share a file name: $(DUPNAMES)))
+CLISRC  := $(sort $(wildcard cli/*.c))
+CLIHDR  := $(wildcard cli/*.h)
 # The test build is the same code under ASan+UBSan, in its own folder so the
 # release objects never mix with instrumented ones.
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -20,25 +32,25 @@ UNITBIN := $(UNIT:tests/unit/%.c=build/tests/%)
 .PHONY: all clean test unit golden conformance demo bench cuda
 all: build/fp4forge
 
-build/obj/%.o: src/%.c $(wildcard src/*.h)
+build/obj/%.o: src/%.c $(HDR)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
 build/libfp4forge.a: $(OBJ)
 	ar rcs $@ $^
 
-build/fp4forge: cli/main.c build/libfp4forge.a
-	$(CC) $(CFLAGS) $< build/libfp4forge.a $(LIBS) -o $@
+build/fp4forge: $(CLISRC) $(CLIHDR) build/libfp4forge.a
+	$(CC) $(CFLAGS) -Icli $(CLISRC) build/libfp4forge.a $(LIBS) -o $@
 
-build/tobj/%.o: src/%.c $(wildcard src/*.h)
+build/tobj/%.o: src/%.c $(HDR)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SAN) -c $< -o $@
 
 build/libfp4forge-san.a: $(TOBJ)
 	ar rcs $@ $^
 
-build/fp4forge-san: cli/main.c build/libfp4forge-san.a
-	$(CC) $(CFLAGS) $(SAN) $< build/libfp4forge-san.a $(LIBS) -o $@
+build/fp4forge-san: $(CLISRC) $(CLIHDR) build/libfp4forge-san.a
+	$(CC) $(CFLAGS) $(SAN) -Icli $(CLISRC) build/libfp4forge-san.a $(LIBS) -o $@
 
 build/tests/%: tests/unit/%.c tests/unit/unit.h build/libfp4forge-san.a
 	@mkdir -p $(@D)

@@ -1,4 +1,5 @@
-/* The thin CLI: find the command, hand it argv. All work is in the library. */
+/* The thin CLI: find the command in the table and dispatch it (parsing is
+ * central, in commands.c). All work is in the library. */
 #include <stdio.h>
 #include <string.h>
 
@@ -10,8 +11,8 @@ static void usage(FILE *out)
     fprintf(out, "fp4forge %s: bf16 Hugging Face checkpoints -> vLLM NVFP4A16, with every silent failure made loud\n\n"
                  "usage: fp4forge COMMAND [ARGS] (fp4forge COMMAND --help for its options)\n\ncommands:\n",
             FP4FORGE_VERSION);
-    for (const ff_command *c = ff_commands; c->name; c++)
-        fprintf(out, "  %-10s %s\n", c->name, c->summary);
+    for (const ff_command *c = ff_commands; c->spec; c++)
+        fprintf(out, "  %-10s %s\n", c->spec->cmd, c->summary);
 }
 
 int main(int argc, char **argv)
@@ -28,9 +29,9 @@ int main(int argc, char **argv)
         printf("fp4forge %s\n", FP4FORGE_VERSION);
         return 0;
     }
-    for (const ff_command *c = ff_commands; c->name; c++)
-        if (!strcmp(argv[1], c->name))
-            return c->run(argc - 1, argv + 1);
+    const ff_command *c = ff_command_find(argv[1]);
+    if (c)
+        return ff_command_dispatch(c, argc - 1, argv + 1);
     fprintf(stderr, "fp4forge: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

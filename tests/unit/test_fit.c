@@ -1,6 +1,7 @@
 /* fit: KV bytes per token per layer kind and the context solver, against
  * bytes computed by hand for small configs of each layer mix. */
 #include <jansson.h>
+#include <stdlib.h>
 
 #include "fit.h"
 #include "unit.h"
@@ -26,9 +27,11 @@ static json_t *config(int k_eq_v, int legacy, int shared)
 
 static int kinds_of(json_t *cfg, const fit_opts *o, fit_kv_kind *k)
 {
-    static g4_geometry g;
     ff_err e = {0};
-    int n = g4_read(cfg, &g, 0, &e) ? -1 : fit_kv_kinds(&g, o, k, FIT_MAX_KINDS, &e);
+    const ff_family *fam = ff_family_detect(cfg);
+    ff_geometry *g = fam ? ff_geometry_new(fam, cfg, &e) : NULL;
+    int n = g ? fit_kv_kinds(g, o, k, FIT_MAX_KINDS, &e) : -1;
+    free(g);
     json_decref(cfg);
     return n;
 }
@@ -60,7 +63,7 @@ static void test_mix_per_layer_schema(void)
     CHECK_EQ_INT(f->kv_heads, 1);
     CHECK_EQ_INT(f->head_dim, 16);
     CHECK_EQ_INT(f->tensors, 2);
-    CHECK(f->k_eq_v);
+    CHECK(f->k_is_v);
     CHECK_EQ_INT(f->bytes_per_token, 64);
 }
 
@@ -81,7 +84,7 @@ static void test_k_eq_v_single(void)
 {
     fit_opts o;
     fit_opts_default(&o);
-    o.k_eq_v_single = 1;
+    o.k_is_v_single = 1;
     fit_kv_kind k[FIT_MAX_KINDS];
     int n = kinds_of(config(1, 0, 0), &o, k);
     CHECK(find(k, n, 1) && find(k, n, 1)->bytes_per_token == 32);
@@ -96,7 +99,7 @@ static void test_full_without_k_eq_v(void)
     fit_kv_kind k[FIT_MAX_KINDS];
     int n = kinds_of(config(0, 0, 0), &o, k);
     const fit_kv_kind *f = find(k, n, 1);
-    CHECK(f && !f->k_eq_v && f->tensors == 2 && f->bytes_per_token == 64);
+    CHECK(f && !f->k_is_v && f->tensors == 2 && f->bytes_per_token == 64);
 }
 
 /* num_kv_shared_layers 2: layers 2 (sliding) and 3 (full) read earlier
@@ -163,17 +166,20 @@ static void test_kv_bytes(void)
 static void test_weights_kinds(void)
 {
     fit_weights w = {0};
-    fit_weights_add(&w, "model.language_model.layers.0.mlp.down_proj.weight_packed", 100);
-    fit_weights_add(&w, "model.language_model.layers.0.mlp.down_proj.weight_scale", 10);
-    fit_weights_add(&w, "model.language_model.layers.0.mlp.down_proj.weight_global_scale", 4);
-    fit_weights_add(&w, "model.language_model.embed_tokens.weight", 1000);
-    fit_weights_add(&w, "model.vision_tower.encoder.layers.0.mlp.up_proj.linear.weight", 50);
-    fit_weights_add(&w, "model.embed_vision.embedding_projection.weight", 5);
+    ff_matcher m;
+    CHECK(ff_matcher_init(&m, ff_family_by_name("gemma4"), NULL) == FF_OK);
+    fit_weights_add(&w, &m, "model.language_model.layers.0.mlp.down_proj.weight_packed", 100);
+    fit_weights_add(&w, &m, "model.language_model.layers.0.mlp.down_proj.weight_scale", 10);
+    fit_weights_add(&w, &m, "model.language_model.layers.0.mlp.down_proj.weight_global_scale", 4);
+    fit_weights_add(&w, &m, "model.language_model.embed_tokens.weight", 1000);
+    fit_weights_add(&w, &m, "model.vision_tower.encoder.layers.0.mlp.up_proj.linear.weight", 50);
+    fit_weights_add(&w, &m, "model.embed_vision.embedding_projection.weight", 5);
     CHECK_EQ_INT(w.packed, 100);
     CHECK_EQ_INT(w.scales, 14);
     CHECK_EQ_INT(w.other, 1000);
     CHECK_EQ_INT(w.vision, 55);
     CHECK_EQ_INT(w.total, 1169);
+    ff_matcher_free(&m);
 }
 
 int main(void)

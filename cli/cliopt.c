@@ -1,0 +1,115 @@
+#include "cliopt.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const cli_opt *find_opt(const cli_spec *s, const char *name)
+{
+    for (const cli_opt *o = s->opts; o && o->name; o++)
+        if (strcmp(o->name, name) == 0)
+            return o;
+    return NULL;
+}
+
+int cli_parse(const cli_spec *s, int argc, char **argv, cli_args *a, ff_err *e)
+{
+    memset(a, 0, sizeof *a);
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            a->help = 1;
+            return FF_OK;
+        }
+        if (strncmp(arg, "--", 2) == 0 && arg[2]) {
+            char name[128];
+            const char *eq = strchr(arg, '=');
+            size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+            if (n >= sizeof name)
+                return ff_fail(e, FF_EUSAGE, "%s: option too long: %s", s->cmd, arg);
+            memcpy(name, arg, n);
+            name[n] = 0;
+            const cli_opt *o = find_opt(s, name);
+            if (!o)
+                return ff_fail(e, FF_EUSAGE, "%s: unknown option %s (see fp4forge %s --help)", s->cmd,
+                               name, s->cmd);
+            if (a->nval >= CLI_MAX_VALS)
+                return ff_fail(e, FF_EUSAGE, "%s: too many options", s->cmd);
+            const char *val = "";
+            if (o->arg) {
+                if (eq)
+                    val = eq + 1;
+                else if (i + 1 < argc)
+                    val = argv[++i];
+                else
+                    return ff_fail(e, FF_EUSAGE, "%s: %s needs a value (%s)", s->cmd, name, o->arg);
+            } else if (eq) {
+                return ff_fail(e, FF_EUSAGE, "%s: %s takes no value", s->cmd, name);
+            }
+            a->name[a->nval] = o->name;
+            a->val[a->nval++] = val;
+            continue;
+        }
+        if (a->npos >= CLI_MAX_POS || a->npos >= s->max_pos)
+            return ff_fail(e, FF_EUSAGE, "%s: unexpected argument %s (usage: fp4forge %s %s)",
+                           s->cmd, arg, s->cmd, s->usage);
+        a->pos[a->npos++] = arg;
+    }
+    if (a->npos < s->min_pos)
+        return ff_fail(e, FF_EUSAGE, "%s: missing arguments (usage: fp4forge %s %s)", s->cmd,
+                       s->cmd, s->usage);
+    return FF_OK;
+}
+
+void cli_print_help(const cli_spec *s, FILE *out)
+{
+    fprintf(out, "usage: fp4forge %s %s\n\n%s\n", s->cmd, s->usage, s->summary);
+    if (s->opts && s->opts->name)
+        fprintf(out, "\noptions:\n");
+    for (const cli_opt *o = s->opts; o && o->name; o++) {
+        char left[64];
+        snprintf(left, sizeof left, "%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        fprintf(out, "  %-28s %s\n", left, o->help);
+    }
+    fprintf(out, "  %-28s %s\n", "--help", "show this help");
+    if (s->more_help)
+        s->more_help(out);
+}
+
+const char *cli_get(const cli_args *a, const char *name)
+{
+    const char *v = NULL;
+    for (int i = 0; i < a->nval; i++)
+        if (strcmp(a->name[i], name) == 0)
+            v = a->val[i];
+    return v;
+}
+
+int cli_flag(const cli_args *a, const char *name) { return cli_get(a, name) != NULL; }
+
+const char *cli_next(const cli_args *a, const char *name, int *it)
+{
+    for (; *it < a->nval; (*it)++)
+        if (strcmp(a->name[*it], name) == 0)
+            return a->val[(*it)++];
+    return NULL;
+}
+
+int cli_parse_size(const char *s, double *bytes)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0)
+        return -1;
+    static const struct { const char *suf; double mul; } k[] = {
+        {"", 1}, {"B", 1}, {"K", 1e3}, {"KB", 1e3}, {"M", 1e6}, {"MB", 1e6}, {"G", 1e9},
+        {"GB", 1e9}, {"T", 1e12}, {"TB", 1e12}, {"KiB", 1024.0}, {"MiB", 1048576.0},
+        {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof *k; i++)
+        if (strcasecmp(end, k[i].suf) == 0) {
+            *bytes = v * k[i].mul;
+            return 0;
+        }
+    return -1;
+}

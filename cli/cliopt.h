@@ -1,0 +1,48 @@
+/* One option parser for every command, so `fp4forge CMD --help` is generated
+ * from the same table that parses, and the two cannot drift apart. */
+#ifndef FF_CLIOPT_H
+#define FF_CLIOPT_H
+
+#include <stdio.h>
+
+#include "ff_err.h"
+
+typedef struct cli_opt {
+    const char *name;     /* "--threads" */
+    const char *arg;      /* "N", or NULL for a flag */
+    const char *help;
+} cli_opt;
+
+typedef struct cli_spec {
+    const char *cmd;      /* "quantize" */
+    const char *usage;    /* "IN_DIR OUT_DIR" */
+    const char *summary;  /* one paragraph */
+    const cli_opt *opts;  /* terminated by {NULL} */
+    int min_pos, max_pos;
+    void (*more_help)(FILE *out);  /* generated help after the options (may be NULL) */
+} cli_spec;
+
+#define CLI_MAX_POS 8
+#define CLI_MAX_VALS 64
+
+typedef struct cli_args {
+    const char *pos[CLI_MAX_POS];
+    int npos;
+    const char *name[CLI_MAX_VALS];
+    const char *val[CLI_MAX_VALS];   /* "" for flags */
+    int nval;
+    int help;
+} cli_args;
+
+/* argv[0] is the command name. On --help, sets a->help and returns 0. */
+int cli_parse(const cli_spec *s, int argc, char **argv, cli_args *a, ff_err *e);
+void cli_print_help(const cli_spec *s, FILE *out);
+/* Last value given for an option, or NULL. */
+const char *cli_get(const cli_args *a, const char *name);
+int cli_flag(const cli_args *a, const char *name);
+/* Iterates repeated options: *it starts at 0. */
+const char *cli_next(const cli_args *a, const char *name, int *it);
+/* Parses sizes like "5GB", "4GiB", "512MB", "1e9" into bytes. */
+int cli_parse_size(const char *s, double *bytes);
+
+#endif

@@ -1,0 +1,28 @@
+/* Pieces several commands share: recipe options, opening + planning. */
+#ifndef FF_CMD_COMMON_H
+#define FF_CMD_COMMON_H
+
+#include "cliopt.h"
+#include "plan.h"
+
+/* The recipe options (plan and quantize take the same ones). */
+#define RECIPE_OPTS                                                                            \
+    {"--ignore", "REGEX", "never quantize modules matching REGEX (repeatable)"},               \
+    {"--only", "REGEX", "quantize only Linears matching REGEX (repeatable)"},                  \
+    {"--allow-router-quantization", NULL, "let --only quantize MoE routers (they serve NaN)"}, \
+    {"--allow-partial", NULL, "accept a quantize set smaller than the config implies"}
+
+typedef struct recipe_args {
+    const char *ignore[CLI_MAX_VALS];
+    const char *only[CLI_MAX_VALS];
+    plan_opts opts;
+} recipe_args;
+
+void recipe_from_cli(const cli_args *a, recipe_args *r);
+/* Prints the plan of dir (as `fp4forge plan`; JSON with json) and returns
+ * its status: plan and quantize --dry-run share it. */
+int plan_and_print(const char *dir, const recipe_args *r, int json, ff_err *e);
+/* Peak resident memory of this process so far, in bytes. */
+uint64_t peak_rss_bytes(void);
+
+#endif

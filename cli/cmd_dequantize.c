@@ -1,0 +1,42 @@
+/* fp4forge dequantize: NVFP4 checkpoint -> bf16 checkpoint, bit for bit what
+ * compressed-tensors' decompressor gives, so fp4forge output can be compared
+ * (or served) by tools that read only bf16. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cliopt.h"
+#include "commands.h"
+#include "dequantize.h"
+
+static const cli_opt options[] = {
+    {"--shard-size", "SIZE", "target shard size, e.g. 5GB (default), 500MB"},
+    {"--force", NULL, "replace OUT_DIR if it exists"},
+    {NULL, NULL, NULL},
+};
+
+const cli_spec dequantize_spec = {
+    "dequantize", "Q_DIR OUT_DIR",
+    "Writes a bf16 checkpoint from an NVFP4 one: each module's weight_packed, weight_scale and\n"
+    "weight_global_scale become <module>.weight BF16 [out, in] = bf16(code * (fp8 scale /\n"
+    "global scale)) computed in f32 (what compressed-tensors' decompressor does); every other\n"
+    "tensor is copied, in the same order. config.json loses quantization_config; other files\n"
+    "are copied. Output is staged in OUT_DIR.partial-PID and renamed into place when complete.",
+    options, 2, 2, NULL,
+};
+
+int cmd_dequantize(const cli_args *args)
+{
+    const cli_args a = *args;
+    ff_err e = {0};
+    double sz = 5e9;
+    if (cli_get(&a, "--shard-size") && (cli_parse_size(cli_get(&a, "--shard-size"), &sz) || sz < 1)) {
+        ff_fail(&e, FF_EUSAGE, "--shard-size: not a size: %s", cli_get(&a, "--shard-size"));
+        return cmd_report("dequantize", &e);
+    }
+    dequant_opts o = {.shard_size = (uint64_t)sz, .force = cli_flag(&a, "--force")};
+    int rc = dequantize_run(a.pos[0], a.pos[1], &o, &e);
+    if (rc)
+        return cmd_report("dequantize", &e);
+    printf("fp4forge dequantize: %s\n", a.pos[1]);
+    return 0;
+}

@@ -1,0 +1,46 @@
+/* fp4forge diff: exit 0 same structure, 6 different, 5 classes differ. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cliopt.h"
+#include "commands.h"
+#include "diff.h"
+
+static const cli_opt options[] = {
+    {"--allow-class-mismatch", NULL, "compare even when the architecture classes differ"},
+    {"--json", NULL, "print the comparison as JSON"},
+    {NULL, NULL, NULL},
+};
+
+const cli_spec diff_spec = {
+    "diff", "A B",
+    "Compares two checkpoints (headers and config only): architecture class first (dense vs\n"
+    "MoE, expert count, layer count, vision) and refuses with exit 5 if they differ, since\n"
+    "such a control cannot show the differences that matter; then the tensor table family by\n"
+    "family and count by count, names, shapes and dtypes, the ignore lists (set differences\n"
+    "by module name, grouped: '12 missing: ...layers.N.router.proj'), and shard sizes.\n"
+    "Exit 0 same, 6 different, 5 class mismatch.",
+    options, 2, 2, NULL,
+};
+
+int cmd_diff(const cli_args *args)
+{
+    const cli_args a = *args;
+    ff_err e = {0};
+    json_t *r;
+    int rc = diff_run(a.pos[0], a.pos[1], cli_flag(&a, "--allow-class-mismatch"), &r, &e);
+    if (!r)
+        return cmd_report("diff", &e);
+    if (cli_flag(&a, "--json")) {
+        char *s = json_dumps(r, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        printf("%s\n", s);
+        free(s);
+    } else {
+        diff_print(r, stdout);
+    }
+    int same = json_is_true(json_object_get(r, "same"));
+    json_decref(r);
+    if (rc)
+        return cmd_report("diff", &e);
+    return same ? 0 : FF_EVERIFY;
+}

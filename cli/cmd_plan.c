@@ -1,0 +1,58 @@
+/* fp4forge plan: headers and config only; refuses a broken recipe (exit 3). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cmd_common.h"
+#include "commands.h"
+#include "jsonio.h"
+
+static const cli_opt options[] = {
+    {"--json", NULL, "print the plan as JSON"},
+    RECIPE_OPTS,
+    {NULL, NULL, NULL},
+};
+
+const cli_spec plan_spec = {
+    "plan", "IN_DIR",
+    "Reads only config.json and the safetensors headers and prints what quantize would do:\n"
+    "the quantize and ignore sets by family with counts and bytes before/after, and the\n"
+    "invariants (experts quantized == layers x experts x 3, dense Linears == what the config\n"
+    "implies, no routers/vision/embeddings/norms/lm_head quantized). A violation exits 3.",
+    options, 1, 1, NULL,
+};
+
+int plan_and_print(const char *dir, const recipe_args *r, int json, ff_err *e)
+{
+    ckpt c;
+    plan p;
+    int rc = ckpt_open(&c, dir, 1, e);
+    if (rc) {
+        ckpt_close(&c);
+        return rc;
+    }
+    rc = plan_build(&p, &c, &r->opts, e);
+    if (rc == FF_OK || rc == FF_EPLAN) {
+        if (json) {
+            json_t *j = plan_to_json(&p, &c);
+            char *s = json_dumps(j, JSON_INDENT(2));
+            printf("%s\n", s);
+            free(s);
+            json_decref(j);
+        } else {
+            plan_print(&p, &c, stdout);
+        }
+    }
+    plan_free(&p);
+    ckpt_close(&c);
+    return rc;
+}
+
+int cmd_plan(const cli_args *args)
+{
+    const cli_args a = *args;
+    ff_err e = {0};
+    recipe_args r;
+    recipe_from_cli(&a, &r);
+    int rc = plan_and_print(a.pos[0], &r, cli_flag(&a, "--json"), &e);
+    return rc ? cmd_report("plan", &e) : 0;
+}

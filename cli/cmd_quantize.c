@@ -1,0 +1,139 @@
+/* fp4forge quantize: plan, refuse what breaks an invariant, then stream. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cmd_common.h"
+#include "commands.h"
+#include "lora.h"
+#include "doctor_shadow.h"
+#include "quantize.h"
+
+static const cli_opt options[] = {
+    {"--threads", "N", "worker threads (default: all cores)"},
+    {"--shard-size", "SIZE", "target shard size, e.g. 5GB (default), 500MB"},
+    {"--kernel", "NAME", "scalar, avx2 or avx512 (default: fastest available; same bytes)"},
+    {"--dry-run", NULL, "print the plan (as fp4forge plan) and write nothing"},
+    {"--json", NULL, "with --dry-run: the plan as JSON; otherwise a JSON summary"},
+    {"--quiet", NULL, "no progress bar"},
+    {"--force", NULL, "replace OUT_DIR if it exists"},
+    {"--fix", NULL, "repair what doctor finds (in a shadow copy; the input is never written)"},
+    {"--aux-from", "DIR", "with --fix: copy missing processor/chat-template files from DIR"},
+    {"--no-doctor", NULL, "skip the doctor checks (exit 4 otherwise when they find something)"},
+    {"--lora", "ADAPTER", "merge this PEFT LoRA adapter in the same pass (see fp4forge merge)"},
+    {"--lora-allow-ignored", NULL, "with --lora: merge modules the recipe leaves unquantized"},
+    RECIPE_OPTS,
+    {NULL, NULL, NULL},
+};
+
+const cli_spec quantize_spec = {
+    "quantize", "IN_DIR OUT_DIR",
+    "Quantizes a bf16 checkpoint to NVFP4A16 (compressed-tensors nvfp4-pack-quantized: E2M1\n"
+    "weights, fp8 e4m3 scale per 16, fp32 global scale per tensor, activations 16-bit).\n"
+    "Language-model attention and MLP Linears (and MoE experts, split per expert) are\n"
+    "quantized; q/k/v share a global scale and gate/up share one. Vision tower, projectors,\n"
+    "routers, embeddings, norms and lm_head are copied. Output is staged in OUT_DIR.partial-PID\n"
+    "and renamed into place only when complete.",
+    options, 1, 2, NULL,
+};
+
+static void summary(const plan *p, const quant_stats *st, const char *out, int json)
+{
+    double gbps = st->seconds > 0 ? (double)st->bytes_read / 1e9 / st->seconds : 0;
+    if (json) {
+        /* built with jansson: paths are user text and must be escaped */
+        json_t *j = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:s, s:I}", "output", out,
+                              "quantized_dense", (json_int_t)p->q_dense, "quantized_experts", (json_int_t)p->q_experts,
+                              "ignored", (json_int_t)p->nignore, "shards", (json_int_t)st->shards,
+                              "bytes_in", (json_int_t)st->bytes_read, "bytes_out", (json_int_t)st->bytes_written,
+                              "seconds", st->seconds, "threads", st->threads, "kernel", st->kernel,
+                              "peak_rss", (json_int_t)peak_rss_bytes());
+        char *text = j ? json_dumps(j, JSON_PRESERVE_ORDER) : NULL;
+        printf("%s\n", text ? text : "{}");
+        free(text);
+        json_decref(j);
+        return;
+    }
+    printf("fp4forge quantize: %s\n", out);
+    printf("  quantized  %lld dense Linears, %lld expert Linears (%s, %d layers)\n",
+           (long long)p->q_dense, (long long)p->q_experts, p->arch_class, p->layers);
+    printf("  ignored    %zu Linears left in their dtype (listed in quantization_config.ignore)\n",
+           p->nignore);
+    printf("  bytes      %.3f GB in -> %.3f GB out in %zu shard%s\n", (double)st->bytes_read / 1e9,
+           (double)st->bytes_written / 1e9, st->shards, st->shards == 1 ? "" : "s");
+    printf("  time       %.2f s (%.2f GB/s read), %d threads, %s kernel, peak RSS %.0f MB\n",
+           st->seconds, gbps, st->threads, st->kernel, (double)peak_rss_bytes() / 1e6);
+    for (int i = 0; i < p->nnotes; i++)
+        printf("  note: %s\n", p->notes[i]);
+}
+
+int cmd_quantize(const cli_args *args)
+{
+    const cli_args a = *args;
+    ff_err e = {0};
+    recipe_args r;
+    recipe_from_cli(&a, &r);
+    int json = cli_flag(&a, "--json");
+    if (cli_flag(&a, "--dry-run")) {
+        int rc = plan_and_print(a.pos[0], &r, json, &e);
+        return rc ? cmd_report("quantize", &e) : 0;
+    }
+    if (a.npos != 2) {
+        ff_fail(&e, FF_EUSAGE, "missing OUT_DIR (usage: fp4forge quantize IN_DIR OUT_DIR)");
+        return cmd_report("quantize", &e);
+    }
+    quant_opts o = {.threads = 0, .shard_size = 5000000000ull};
+    if (cli_get(&a, "--threads"))
+        o.threads = atoi(cli_get(&a, "--threads"));
+    double sz;
+    if (cli_get(&a, "--shard-size")) {
+        if (cli_parse_size(cli_get(&a, "--shard-size"), &sz) || sz < 1) {
+            ff_fail(&e, FF_EUSAGE, "--shard-size: not a size: %s", cli_get(&a, "--shard-size"));
+            return cmd_report("quantize", &e);
+        }
+        o.shard_size = (uint64_t)sz;
+    }
+    o.kernel = cli_get(&a, "--kernel");
+    o.force = cli_flag(&a, "--force");
+    o.progress = !cli_flag(&a, "--quiet") && isatty(2);
+
+    /* The same checks as `fp4forge doctor`, first: a drifted config or a
+     * missing processor file fails far from its cause once served. */
+    doctor_input din = {.dir = a.pos[0]};
+    ckpt c;
+    /* Unreadable shards are bad input (one line, exit 1), not a finding. */
+    int rc = ckpt_open(&c, a.pos[0], 1, &e);
+    ckpt_close(&c);
+    if (!rc && !cli_flag(&a, "--no-doctor"))
+        rc = doctor_input_prepare(&din, a.pos[0], a.pos[1], cli_flag(&a, "--fix"), cli_get(&a, "--aux-from"),
+                                  stderr, &e);
+    if (rc) {
+        doctor_input_done(&din);
+        return cmd_report("quantize", &e);
+    }
+    plan p = {0};
+    quant_stats st;
+    lora_adapter l = {0};
+    quant_source qs;
+    rc = ckpt_open(&c, din.dir, 1, &e);
+    if (!rc)
+        rc = plan_build(&p, &c, &r.opts, &e);
+    if (!rc && cli_get(&a, "--lora")) {
+        rc = lora_open(&l, cli_get(&a, "--lora"), &e);
+        if (!rc)
+            rc = lora_bind(&l, &c, &p, cli_flag(&a, "--lora-allow-ignored"), &e);
+        lora_quant_source(&l, &qs);
+        o.source = &qs;
+    }
+    if (!rc)
+        rc = quantize_run(&c, &p, a.pos[1], &o, &st, &e);
+    if (!rc)
+        summary(&p, &st, a.pos[1], json);
+    if (!rc && o.source && !json)
+        lora_print_summary(&l, stdout);
+    lora_close(&l);
+    plan_free(&p);
+    ckpt_close(&c);
+    doctor_input_done(&din);
+    return rc ? cmd_report("quantize", &e) : 0;
+}

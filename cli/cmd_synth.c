@@ -1,0 +1,133 @@
+/* fp4forge synth: a synthetic bf16 Gemma-4 with the real names and geometry. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cliopt.h"
+#include "commands.h"
+#include "synth.h"
+
+static const cli_opt options[] = {
+    {"--arch", "ARCH", "gemma4-dense (default) or gemma4-moe"},
+    {"--size", "SIZE", "tiny (default, ~30 MB) or real (31B dense / 26B-A4B MoE geometry)"},
+    {"--layers", "N", "decoder layers"},
+    {"--hidden", "H", "hidden size"},
+    {"--intermediate", "I", "dense MLP width"},
+    {"--heads", "N", "attention heads"},
+    {"--kv-heads", "N", "KV heads on sliding layers"},
+    {"--head-dim", "D", "head dim on sliding layers"},
+    {"--global-head-dim", "D", "head dim on full-attention layers"},
+    {"--global-kv-heads", "N", "KV heads on full-attention layers (k_eq_v)"},
+    {"--full-every", "N", "every Nth layer is full attention (default 6)"},
+    {"--no-k-eq-v", NULL, "full-attention layers get their own v_proj"},
+    {"--vocab", "V", "vocabulary size"},
+    {"--experts", "E", "experts per layer (gemma4-moe)"},
+    {"--moe-intermediate", "I", "expert MLP width (gemma4-moe)"},
+    {"--top-k", "K", "experts per token (gemma4-moe)"},
+    {"--ple", "N", "per-layer embedding width (0 = none, the default)"},
+    {"--vision-layers", "N", "vision tower layers (0 = no vision tower)"},
+    {"--vision-hidden", "H", "vision hidden size"},
+    {"--vision-intermediate", "I", "vision MLP width"},
+    {"--schema", "S", "per-layer (default, transformers >= 5.15) or legacy (flat global fields)"},
+    {"--seed", "S", "weight seed (default 1)"},
+    {"--shard-size", "SIZE", "target shard size (default 5GB)"},
+    {"--threads", "N", "threads filling weights (the bytes do not depend on it)"},
+    {"--sparse", NULL, "headers and file sizes only (zeros, no disk used): plan/fit at real size"},
+    {"--force", NULL, "replace OUT_DIR if it exists"},
+    {NULL, NULL, NULL},
+};
+
+/* The presets, from the family table: adding a family adds its lines here. */
+static void presets_help(FILE *out)
+{
+    fprintf(out, "\npresets (--arch):\n");
+    for (size_t i = 0; ff_families[i]; i++)
+        for (const ff_synth_preset *p = ff_families[i]->synth_presets; p && p->name; p++)
+            fprintf(out, "  %-28s %s\n", p->name, p->what);
+}
+
+const cli_spec synth_spec = {
+    "synth", "OUT_DIR",
+    "Writes a synthetic bf16 checkpoint of one family (its tensor names and config schema as\n"
+    "transformers 5.17 saves them) with deterministic pseudo-random weights. --size real gives\n"
+    "the published model's geometry; the flags scale any of it.",
+    options, 1, 1, presets_help,
+};
+
+static int set_int(const cli_args *a, const char *name, long long *dst, ff_err *e)
+{
+    const char *v = cli_get(a, name);
+    if (!v)
+        return FF_OK;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (*end || end == v || x < 0)
+        return ff_fail(e, FF_EUSAGE, "synth: %s: not a non-negative integer: %s", name, v);
+    *dst = x;
+    return FF_OK;
+}
+
+/* Flag -> field table, so every geometry flag is parsed the same way. */
+#define INT_FIELD(flag, field) {flag, offsetof(synth_geom, field), sizeof(((synth_geom *)0)->field)}
+static const struct { const char *flag; size_t off, size; } k_fields[] = {
+    INT_FIELD("--layers", layers), INT_FIELD("--hidden", hidden), INT_FIELD("--intermediate", intermediate),
+    INT_FIELD("--heads", heads), INT_FIELD("--kv-heads", kv_heads), INT_FIELD("--head-dim", head_dim),
+    INT_FIELD("--global-head-dim", global_head_dim), INT_FIELD("--global-kv-heads", global_kv_heads),
+    INT_FIELD("--full-every", full_every), INT_FIELD("--vocab", vocab), INT_FIELD("--experts", experts),
+    INT_FIELD("--moe-intermediate", moe_intermediate), INT_FIELD("--top-k", top_k), INT_FIELD("--ple", ple),
+    INT_FIELD("--vision-layers", vision_layers), INT_FIELD("--vision-hidden", vision_hidden),
+    INT_FIELD("--vision-intermediate", vision_intermediate), INT_FIELD("--seed", seed),
+};
+
+static int apply_flags(const cli_args *a, synth_geom *g, ff_err *e)
+{
+    for (size_t i = 0; i < sizeof k_fields / sizeof *k_fields; i++) {
+        long long v = -1;
+        int rc = set_int(a, k_fields[i].flag, &v, e);
+        if (rc)
+            return rc;
+        if (v < 0)
+            continue;
+        char *p = (char *)g + k_fields[i].off;
+        if (k_fields[i].size == sizeof(int))
+            *(int *)p = (int)v;
+        else
+            *(int64_t *)p = v;
+    }
+    if (cli_flag(a, "--no-k-eq-v"))
+        g->k_is_v = 0;
+    const char *schema = cli_get(a, "--schema");
+    if (schema && strcmp(schema, "legacy") && strcmp(schema, "per-layer"))
+        return ff_fail(e, FF_EUSAGE, "synth: --schema is per-layer or legacy, not %s", schema);
+    g->legacy_schema = schema && strcmp(schema, "legacy") == 0;
+    return FF_OK;
+}
+
+int cmd_synth(const cli_args *args)
+{
+    const cli_args a = *args;
+    ff_err e = {0};
+    const char *arch = cli_get(&a, "--arch") ? cli_get(&a, "--arch") : ff_families[0]->synth_presets[0].name;
+    const char *size = cli_get(&a, "--size") ? cli_get(&a, "--size") : "tiny";
+    synth_geom g;
+    const ff_family *fam;
+    if (synth_preset(arch, size, &g, &fam, &e))
+        return cmd_report("synth", &e);
+    if (apply_flags(&a, &g, &e))
+        return cmd_report("synth", &e);
+    double shard = 5e9;
+    if (cli_get(&a, "--shard-size") && (cli_parse_size(cli_get(&a, "--shard-size"), &shard) || shard < 1)) {
+        ff_fail(&e, FF_EUSAGE, "--shard-size: not a size: %s", cli_get(&a, "--shard-size"));
+        return cmd_report("synth", &e);
+    }
+    synth_opts so = {.shard_size = (uint64_t)shard, .force = cli_flag(&a, "--force"),
+                     .sparse = cli_flag(&a, "--sparse")};
+    so.threads = cli_get(&a, "--threads") ? atoi(cli_get(&a, "--threads")) : 0;
+    if (synth_write(fam, &g, a.pos[0], &so, &e))
+        return cmd_report("synth", &e);
+    printf("fp4forge synth: %s (%s, %d layers, hidden %lld%s, %.3f GB bf16)\n", a.pos[0], arch, g.layers,
+           (long long)g.hidden, g.moe ? ", MoE" : "", (double)synth_bytes(fam, &g) / 1e9);
+    return 0;
+}

@@ -1,0 +1,192 @@
+/* A model family is one place: its rule table (which tensors are quantized,
+ * which Linears are kept and so go in the ignore list, which share a global
+ * scale, how fused 3-D experts split), its invariants, its geometry (for
+ * plan, fit and inspect), its doctor checks and its synthetic-checkpoint
+ * maker. Code outside a family's folder reaches it only through this struct;
+ * the list of families is one table (src/families/family.c). */
+#ifndef FF_FAMILY_H
+#define FF_FAMILY_H
+
+#include <jansson.h>
+#include <regex.h>
+#include <stdint.h>
+
+#include "ff_err.h"
+
+typedef enum {
+    ROLE_KEEP = 0,      /* copied byte for byte */
+    ROLE_LINEAR,        /* 2-D [out, in] Linear weight: quantized */
+    ROLE_EXPERTS_FUSED2,/* 3-D [E, 2I, H]: per expert, rows [0,I) and [I,2I) are two Linears */
+    ROLE_EXPERTS_ONE,   /* 3-D [E, out, in]: per expert one Linear */
+} ff_role;
+
+/* Why a kept tensor must never be quantized (plan refuses to, exit 3). */
+typedef enum {
+    GUARD_NONE = 0,
+    GUARD_ROUTER,       /* quantized routers serve NaN; --allow-router-quantization overrides */
+    GUARD_FIXED,        /* vision, embeddings, norms, lm_head: never */
+} ff_guard;
+
+typedef struct ff_rule {
+    const char *regex;        /* POSIX ERE over the whole tensor name */
+    ff_role role;
+    const char *group;        /* report group ("attention", "experts", "vision", ...) */
+    int linear;               /* a Linear's weight (kept ones go in the ignore list) */
+    const char *fuse;         /* tie key: members under one parent share a global scale */
+    ff_guard guard;
+    /* the parent module is a Linear to compressed-tensors too (a "Router"
+     * class counts as Linear), so it is listed in ignore beside this one */
+    int ignore_parent;
+    int tower;                /* part of a vision/audio tower or its projector (fit --text-only) */
+    /* experts: output module names under "<parent>.<e>." */
+    const char *expert_out[2];
+} ff_rule;
+
+/* Row helpers so a rule table reads at a glance. */
+#define FF_QUANT(re, grp, tie) {.regex = (re), .role = ROLE_LINEAR, .group = (grp), .linear = 1, .fuse = (tie)}
+#define FF_KEEP(re, grp, grd) {.regex = (re), .role = ROLE_KEEP, .group = (grp), .guard = (grd)}
+#define FF_KEEP_LINEAR(re, grp, grd) {.regex = (re), .role = ROLE_KEEP, .group = (grp), .linear = 1, .guard = (grd)}
+#define FF_TOWER(re, grp, lin) {.regex = (re), .role = ROLE_KEEP, .group = (grp), .linear = (lin), .guard = GUARD_FIXED, .tower = 1}
+/* The q/k/v/o + gate/up/down rows every decoder shares; `layer` is the ERE
+ * prefix of one decoder layer ("^model\\.layers\\.[0-9]+\\."). vLLM fuses
+ * q/k/v (QKVParallelLinear) and gate/up (MergedColumnParallelLinear) into one
+ * GEMM with one global scale, so they are tied. */
+#define FF_DENSE_ATTENTION_ROWS(layer)                                                   \
+    FF_QUANT(layer "self_attn\\.(q|k|v)_proj\\.weight$", "attention", "qkv"),            \
+    FF_QUANT(layer "self_attn\\.o_proj\\.weight$", "attention", NULL)
+#define FF_DENSE_MLP_ROWS(layer, mlp)                                                    \
+    FF_QUANT(layer mlp "\\.(gate|up)_proj\\.weight$", "mlp", "gate_up"),                 \
+    FF_QUANT(layer mlp "\\.down_proj\\.weight$", "mlp", NULL)
+
+/* What the config implies, for the plan's invariants. */
+typedef struct ff_expect {
+    int64_t dense_linears;    /* quantized 2-D Linears the config implies */
+    int64_t expert_linears;   /* MoE layers x experts x 3 */
+    int64_t routers;          /* router Linears that must stay unquantized */
+    int64_t moe_layers, experts;
+    int64_t expert_inter, hidden;
+} ff_expect;
+
+/* One decoder layer as vLLM allocates it (fit) and reports show it. */
+typedef struct ff_layer {
+    int full;            /* full attention (else sliding window) */
+    int head_dim;
+    int kv_heads;
+    int has_kv;          /* 0: reads the KV of an earlier layer (no k/v projections) */
+    int k_is_v;          /* the checkpoint has no v_proj: V is computed from K */
+    int64_t intermediate;/* dense MLP width (0 on MoE-only layers) */
+} ff_layer;
+
+#define FF_MAX_LAYERS 512
+
+/* The model's shape from config.json; fields a family lacks stay 0. */
+typedef struct ff_geometry {
+    int layers;
+    int64_t hidden, vocab;
+    int heads;
+    int sliding_window;
+    int moe, experts, top_k, moe_layers;
+    int64_t moe_intermediate;
+    int tie_embeddings;
+    int has_vision, has_audio;
+    ff_layer layer[FF_MAX_LAYERS];
+} ff_geometry;
+
+/* Knobs of a synthetic checkpoint (fp4forge synth). A family reads the ones
+ * that exist in its architecture and ignores the rest. */
+typedef struct synth_geom {
+    int moe;
+    int layers, full_every;       /* every Nth layer is full attention (the last always is) */
+    int64_t hidden, intermediate, vocab;
+    int heads, kv_heads, head_dim;
+    int global_head_dim, global_kv_heads;
+    int k_is_v;                   /* full-attention layers have no v_proj */
+    int experts, top_k;
+    int64_t moe_intermediate;
+    int ple;                      /* per-layer input width; 0 = none */
+    int sliding_window;
+    int vision_layers;            /* 0 = no vision tower */
+    int64_t vision_hidden, vision_intermediate;
+    int vision_heads;
+    int legacy_schema;            /* the older config schema, where a family has two */
+    uint64_t seed;
+} synth_geom;
+
+struct synth_list;
+struct dctx;
+struct doctor_report;
+struct doctor_finding;
+
+/* One doctor check: adds findings to r. */
+typedef void (*ff_doctor_check)(struct dctx *c, struct doctor_report *r);
+/* One fix for one finding: edits c's JSON (or copies files) and sets
+ * f->fixed or f->refused with f->note. Returns FF_OK unless I/O failed. */
+typedef int (*ff_doctor_fix)(struct dctx *c, struct doctor_finding *f, ff_err *e);
+typedef struct ff_doctor_code {
+    const char *code;
+    ff_doctor_fix fix;        /* NULL: nothing to repair in place (a broken upload) */
+} ff_doctor_code;
+
+typedef struct ff_synth_preset {
+    const char *name;         /* --arch value, e.g. "gemma4-moe" */
+    const char *what;         /* one line for --help */
+} ff_synth_preset;
+
+typedef struct ff_family {
+    const char *name;
+    const char *model_types;  /* the config model_type values it claims, for messages */
+    int (*matches)(const json_t *config);
+    const ff_rule *rules;
+    size_t nrules;
+    /* what the config implies, for the plan's invariants */
+    int (*expect)(const json_t *config, ff_expect *x, ff_err *e);
+    /* what the dense-count invariant counts, for its message */
+    const char *dense_rule;
+    /* the model's shape from config.json (fit, inspect, plan reports) */
+    int (*geometry)(const json_t *config, ff_geometry *g, ff_err *e);
+    /* Linear modules left alone that have no tensor of their own (a tied
+     * lm_head): listed in ignore when absent. NULL-terminated, may be NULL. */
+    const char *const *implicit_ignore;
+    /* doctor: NULL-terminated checks and the codes they raise (with fixes) */
+    const ff_doctor_check *doctor_checks;
+    const ff_doctor_code *doctor_codes;
+    /* doctor: per-family state, opened once per run (may be NULL) */
+    int (*doctor_open)(struct dctx *c, ff_err *e);
+    void (*doctor_close)(struct dctx *c);
+    /* synth: presets (NULL-terminated by name), their geometry, and the
+     * checkpoint itself: tensors in save order, config.json, aux files */
+    const ff_synth_preset *synth_presets;
+    int (*synth_preset)(const char *preset, const char *size, synth_geom *g, ff_err *e);
+    int (*synth_tensors)(const synth_geom *g, struct synth_list *l, ff_err *e);
+    json_t *(*synth_config)(const synth_geom *g);
+    int (*synth_aux)(const synth_geom *g, const char *dir, ff_err *e);
+} ff_family;
+
+/* Families known, NULL-terminated: the one table. */
+extern const ff_family *const ff_families[];
+const ff_family *ff_family_detect(const json_t *config);
+const ff_family *ff_family_by_name(const char *name);
+/* The family owning a synth preset, or NULL. */
+const ff_family *ff_family_by_preset(const char *preset);
+/* "gemma4 (gemma4, gemma4_text); llama (llama, mistral, ...)" for messages. */
+void ff_family_list(char *buf, size_t n);
+/* "gemma4-dense|gemma4-moe|..." for synth's help and errors. */
+void ff_family_presets(char *buf, size_t n);
+
+/* The model's geometry through the family's hook, malloc'd (free() it);
+ * NULL with e filled (e may be NULL) when the config does not give it. */
+ff_geometry *ff_geometry_new(const ff_family *fam, const json_t *config, ff_err *e);
+
+/* Compiled rules of one family (no global state: one per plan). */
+typedef struct ff_matcher {
+    const ff_family *fam;
+    regex_t *re;
+    size_t n;
+} ff_matcher;
+
+int ff_matcher_init(ff_matcher *m, const ff_family *fam, ff_err *e);
+void ff_matcher_free(ff_matcher *m);
+/* First matching rule, or NULL (unknown tensors are kept and reported). */
+const ff_rule *ff_match(const ff_matcher *m, const char *name);
+
+#endif

@@ -1,0 +1,92 @@
+/* The plan: from headers and config alone, every output tensor, which source
+ * bytes feed it, which Linears share a global scale, the ignore list, and the
+ * invariants a servable NVFP4A16 output must meet. quantize executes a plan;
+ * plan (the command) prints one and refuses a broken one before any work. */
+#ifndef FF_PLAN_H
+#define FF_PLAN_H
+
+#include <stdio.h>
+
+#include "family.h"
+#include "checkpoint.h"
+#include "safetensors.h"
+
+/* One 2-D matrix to quantize: rows [row0, row0+rows) of src seen as
+ * [numel/cols, cols] (a whole Linear, or one expert's slice of a fused 3-D). */
+typedef struct plan_member {
+    const ckpt_tensor *src;
+    uint64_t row0, rows, cols;
+    char *module;           /* output module name: <module>.weight_packed ... */
+    const char *family;
+    size_t out;             /* index of its weight_packed in plan.outs (then scale, global) */
+} plan_member;
+
+/* Members that share one global scale (a fused q/k/v, gate/up, or one). */
+typedef struct plan_unit {
+    size_t first, count;    /* into plan.members */
+} plan_unit;
+
+typedef enum { ITEM_KEEP, ITEM_QUANT } plan_item_kind;
+
+typedef struct plan_item {
+    plan_item_kind kind;
+    const ckpt_tensor *src; /* KEEP: the tensor copied */
+    size_t unit;            /* QUANT */
+    size_t out;             /* KEEP: its index in plan.outs */
+} plan_item;
+
+typedef struct plan_family_stat {
+    const char *family;
+    int64_t quantized;      /* Linears quantized */
+    int64_t kept;           /* tensors kept */
+    int64_t kept_linears;
+    uint64_t bytes_in, bytes_out;
+} plan_family_stat;
+
+#define PLAN_MAX_FAMILIES 32
+#define PLAN_MAX_NOTES 64
+
+typedef struct plan_opts {
+    const char *const *ignore_re;  /* --ignore: never quantize matching modules */
+    int nignore;
+    const char *const *only_re;    /* --only: quantize only matching Linears */
+    int nonly;
+    int allow_router;              /* --allow-router-quantization */
+    int allow_partial;             /* accept a quantize set smaller than the config implies */
+} plan_opts;
+
+typedef struct plan {
+    const ff_family *fam;
+    ff_expect expect;
+    plan_member *members;
+    size_t nmembers, cap_members;
+    plan_unit *units;
+    size_t nunits, cap_units;
+    plan_item *items;
+    size_t nitems, cap_items;
+    st_out *outs;
+    size_t nouts, cap_outs;
+    char **ignore;          /* module names of Linears left unquantized */
+    size_t nignore, cap_ignore;
+    plan_family_stat fam_stats[PLAN_MAX_FAMILIES];
+    int nfam;
+    int64_t q_dense, q_experts, q_routers, kept_routers, unknown;
+    uint64_t bytes_in, bytes_out;
+    char *notes[PLAN_MAX_NOTES];       /* warnings */
+    int nnotes;
+    char *violations[PLAN_MAX_NOTES];  /* broken invariants: the plan is refused */
+    int nviolations;
+    char *arch_class;                  /* "dense" / "moe" */
+    int layers, experts, has_vision;
+} plan;
+
+/* Builds the plan. Returns FF_EPLAN (with the first violation in e) when an
+ * invariant is broken; the plan is still filled so it can be printed. */
+int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e);
+void plan_free(plan *p);
+/* Source bytes a unit reads. */
+uint64_t plan_unit_bytes_in(const plan *p, const plan_unit *u);
+void plan_print(const plan *p, const ckpt *c, FILE *out);
+json_t *plan_to_json(const plan *p, const ckpt *c);
+
+#endif

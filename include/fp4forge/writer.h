@@ -1,0 +1,38 @@
+/* The one checkpoint writer: quantize, dequantize, merge and synth all write
+ * through it. It stages everything in OUT.partial-PID beside OUT, lays the
+ * tensors out in shards (headers first, then data at the promised offsets),
+ * writes the index, config.json and the auxiliary files, and renames the
+ * staging folder into place only on commit; freeing an uncommitted writer
+ * removes what it staged, so a failure never leaves a half checkpoint. */
+#ifndef FF_WRITER_H
+#define FF_WRITER_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "ff_err.h"
+#include "safetensors.h"
+
+typedef struct ckpt_writer ckpt_writer;
+
+/* Refuses an existing OUT unless force. NULL with e filled on failure. */
+ckpt_writer *ckpt_writer_begin(const char *out_dir, int force, ff_err *e);
+/* The staging folder: files written here travel with the checkpoint. */
+const char *ckpt_writer_dir(const ckpt_writer *w);
+/* Assigns the tensors to shards of about shard_size bytes (a tensor never
+ * splits) and writes the headers. outs must outlive the writer. */
+int ckpt_writer_layout(ckpt_writer *w, const st_out *outs, size_t n, uint64_t shard_size, ff_err *e);
+/* Appends n bytes of tensor `out`'s data (a tensor may come in pieces, in order). */
+int ckpt_writer_put(ckpt_writer *w, size_t out, const void *buf, uint64_t n, ff_err *e);
+/* Closes the shards (checking every byte promised was written), writes the
+ * index, config.json (when config is not NULL) and copies the non-weight
+ * files of aux_from (when not NULL; its config.json only if aux_config). */
+int ckpt_writer_close(ckpt_writer *w, const json_t *config, const char *aux_from, int aux_config, ff_err *e);
+/* Renames the staging folder to OUT. */
+int ckpt_writer_commit(ckpt_writer *w, ff_err *e);
+uint64_t ckpt_writer_bytes(const ckpt_writer *w);
+size_t ckpt_writer_shard_count(const ckpt_writer *w);
+/* Removes the staging folder unless committed, and frees. NULL is fine. */
+void ckpt_writer_free(ckpt_writer *w);
+
+#endif

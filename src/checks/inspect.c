@@ -1,0 +1,309 @@
+#include "inspect.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode.h"
+#include "jsonio.h"
+
+static const char *last_component(const char *name)
+{
+    const char *d = strrchr(name, '.');
+    return d ? d + 1 : name;
+}
+
+/* Split experts ("<base>.<e>.gate_proj") have no rule of their own: they are
+ * named by the fused rule's expert_out table, so that table classifies them. */
+static const ff_rule *expert_rule(const insp *s, const char *module)
+{
+    const char *x = last_component(module);
+    const char *d = x - 1;
+    if (d <= module)
+        return NULL;
+    const char *num = d - 1;
+    while (num > module && isdigit((unsigned char)*num))
+        num--;
+    if (*num != '.' || num == d - 1)
+        return NULL;
+    const ff_family *f = s->m.fam;
+    for (size_t i = 0; i < f->nrules; i++)
+        for (int k = 0; k < 2; k++)
+            if (f->rules[i].expert_out[k] && strcmp(f->rules[i].expert_out[k], x) == 0)
+                return &f->rules[i];
+    return NULL;
+}
+
+const ff_rule *insp_rule(const insp *s, const char *tensor_name)
+{
+    if (!s->have_matcher)
+        return NULL;
+    char mod[1024];
+    size_t n = strlen(tensor_name);
+    const char *suf = last_component(tensor_name);
+    int quant = strcmp(suf, DQ_PACKED) == 0 || strcmp(suf, DQ_SCALE) == 0 || strcmp(suf, DQ_GLOBAL) == 0;
+    if (!quant)
+        return ff_match(&s->m, tensor_name);
+    n = (size_t)(suf - tensor_name);  /* keeps the dot */
+    if (n + 8 > sizeof mod)
+        return NULL;
+    memcpy(mod, tensor_name, n);
+    strcpy(mod + n, "weight");
+    const ff_rule *r = ff_match(&s->m, mod);
+    if (r)
+        return r;
+    mod[n - 1] = 0;
+    return expert_rule(s, mod);
+}
+
+const char *insp_family(const insp *s, const char *tensor_name)
+{
+    const ff_rule *r = insp_rule(s, tensor_name);
+    return r ? r->group : "other";
+}
+
+const json_t *insp_ignore(const insp *s)
+{
+    const json_t *ig = s->qcfg ? json_object_get(s->qcfg, "ignore") : NULL;
+    return json_is_array(ig) ? ig : NULL;
+}
+
+const char *insp_class_name(const insp_class *k) { return k->moe ? "moe" : "dense"; }
+
+static int add_row(insp *s, const char *family, const st_tensor *t, ff_err *e)
+{
+    const char *suf = last_component(t->name);
+    for (size_t i = 0; i < s->nrows; i++) {
+        insp_row *r = &s->rows[i];
+        if (r->family == family && r->dtype == t->dtype && strcmp(r->suffix, suf) == 0) {
+            r->count++;
+            r->bytes += t->end - t->begin;
+            return FF_OK;
+        }
+    }
+    if (s->nrows == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 32;
+        insp_row *nr = realloc(s->rows, cap * sizeof *nr);
+        if (!nr)
+            return ff_fail(e, FF_EIO, "out of memory");
+        s->rows = nr;
+        s->cap = cap;
+    }
+    insp_row *r = &s->rows[s->nrows++];
+    r->family = family;
+    r->dtype = t->dtype;
+    snprintf(r->suffix, sizeof r->suffix, "%s", suf);
+    r->count = 1;
+    r->bytes = t->end - t->begin;
+    return FF_OK;
+}
+
+/* Class from config.json (the geometry reader), vision also from tensors. */
+static void read_class(insp *s)
+{
+    insp_class *k = &s->cls;
+    k->arch = s->have_matcher ? s->m.fam->name : "unknown";
+    if (s->have_matcher && s->c->config) {
+        ff_geometry *g = ff_geometry_new(s->m.fam, s->c->config, NULL);
+        if (g) {
+            k->moe = g->moe;
+            k->experts = g->moe ? g->experts : 0;
+            k->layers = g->layers;
+            k->vision = g->has_vision;
+            k->tie_embeddings = g->tie_embeddings;
+        }
+        free(g);
+    }
+    for (size_t i = 0; i < s->nrows; i++) {
+        if (strcmp(s->rows[i].family, "vision") == 0)
+            k->vision = 1;
+        if (strcmp(s->rows[i].family, "experts") == 0)
+            k->moe = 1;
+    }
+}
+
+int insp_build(insp *s, const ckpt *c, ff_err *e)
+{
+    memset(s, 0, sizeof *s);
+    s->c = c;
+    const ff_family *fam = c->config ? ff_family_detect(c->config) : NULL;
+    if (fam) {
+        int rc = ff_matcher_init(&s->m, fam, e);
+        if (rc)
+            return rc;
+        s->have_matcher = 1;
+    }
+    for (size_t i = 0; i < c->ntensors; i++) {
+        int rc = add_row(s, insp_family(s, c->tensors[i].st->name), c->tensors[i].st, e);
+        if (rc)
+            return rc;
+    }
+    s->qcfg = c->config ? json_object_get(c->config, "quantization_config") : NULL;
+    if (s->qcfg && !json_is_object(s->qcfg))
+        s->qcfg = NULL;
+    read_class(s);
+    return FF_OK;
+}
+
+void insp_free(insp *s)
+{
+    if (s->have_matcher)
+        ff_matcher_free(&s->m);
+    free(s->rows);
+    memset(s, 0, sizeof *s);
+}
+
+/* The few fields of quantization_config a deploy gate reads. */
+static json_t *qcfg_summary(const insp *s)
+{
+    if (!s->qcfg)
+        return json_null();
+    json_t *o = json_object();
+    json_object_set_new(o, "quant_method", json_string(jsonio_str(s->qcfg, "quant_method", "")));
+    json_object_set_new(o, "format", json_string(jsonio_str(s->qcfg, "format", "")));
+    const json_t *groups = json_object_get(s->qcfg, "config_groups");
+    json_object_set_new(o, "config_groups", json_integer(json_is_object(groups) ? (json_int_t)json_object_size(groups) : 0));
+    const char *k;
+    json_t *g, *ia = json_null(), *w = json_null();
+    if (json_is_object(groups))
+        json_object_foreach((json_t *)groups, k, g) {
+            w = json_object_get(g, "weights");
+            ia = json_object_get(g, "input_activations");
+            break;
+        }
+    json_t *wsum = json_object();
+    json_object_set_new(wsum, "num_bits", json_integer(jsonio_int(w, "num_bits", 0)));
+    json_object_set_new(wsum, "type", json_string(jsonio_str(w, "type", "")));
+    json_object_set_new(wsum, "strategy", json_string(jsonio_str(w, "strategy", "")));
+    json_object_set_new(wsum, "group_size", json_integer(jsonio_int(w, "group_size", 0)));
+    json_object_set_new(o, "weights", wsum);
+    json_object_set(o, "input_activations", ia ? ia : json_null());
+    const json_t *ig = insp_ignore(s);
+    json_object_set_new(o, "ignore", json_integer(ig ? (json_int_t)json_array_size(ig) : 0));
+    return o;
+}
+
+json_t *insp_to_json(const insp *s)
+{
+    json_t *j = json_object(), *cls = json_object(), *rows = json_array(), *shards = json_array();
+    json_object_set_new(j, "dir", json_string(s->c->dir));
+    json_object_set_new(cls, "arch", json_string(s->cls.arch));
+    json_object_set_new(cls, "class", json_string(insp_class_name(&s->cls)));
+    json_object_set_new(cls, "experts", json_integer(s->cls.experts));
+    json_object_set_new(cls, "layers", json_integer(s->cls.layers));
+    json_object_set_new(cls, "vision", json_boolean(s->cls.vision));
+    json_object_set_new(j, "class", cls);
+    for (size_t i = 0; i < s->nrows; i++) {
+        const insp_row *r = &s->rows[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "family", json_string(r->family));
+        json_object_set_new(o, "dtype", json_string(ff_dtype_name(r->dtype)));
+        json_object_set_new(o, "suffix", json_string(r->suffix));
+        json_object_set_new(o, "count", json_integer(r->count));
+        json_object_set_new(o, "bytes", json_integer((json_int_t)r->bytes));
+        json_array_append_new(rows, o);
+    }
+    json_object_set_new(j, "tensors", rows);
+    json_object_set_new(j, "total_tensors", json_integer((json_int_t)s->c->ntensors));
+    json_object_set_new(j, "total_bytes", json_integer((json_int_t)s->c->total_bytes));
+    for (size_t i = 0; i < s->c->nfiles; i++) {
+        json_t *o = json_object();
+        const char *p = s->c->files[i].path, *b = strrchr(p, '/');
+        json_object_set_new(o, "file", json_string(b ? b + 1 : p));
+        json_object_set_new(o, "bytes", json_integer((json_int_t)s->c->files[i].file_size));
+        json_object_set_new(o, "tensors", json_integer((json_int_t)s->c->files[i].ntensors));
+        json_array_append_new(shards, o);
+    }
+    json_object_set_new(j, "shards", shards);
+    json_t *q = qcfg_summary(s);
+    json_object_set(j, "input_activations", json_is_object(q) ? json_object_get(q, "input_activations") : json_null());
+    json_object_set_new(j, "quantization_config", q);
+    return j;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+    const insp_row *x = a, *y = b;
+    int c = strcmp(x->family, y->family);
+    return c ? c : strcmp(x->suffix, y->suffix);
+}
+
+void insp_print(const insp *s, FILE *out)
+{
+    const insp_class *k = &s->cls;
+    fprintf(out, "fp4forge inspect: %s\n", s->c->dir);
+    fprintf(out, "  class      %s %s, %d layers, %d experts, vision %s\n", k->arch, insp_class_name(k),
+            k->layers, k->experts, k->vision ? "present" : "absent");
+    insp_row *sorted = malloc((s->nrows ? s->nrows : 1) * sizeof *sorted);
+    if (sorted) {
+        memcpy(sorted, s->rows, s->nrows * sizeof *sorted);
+        qsort(sorted, s->nrows, sizeof *sorted, row_cmp);
+        fprintf(out, "  %-10s %-8s %-22s %8s %14s\n", "family", "dtype", "suffix", "count", "bytes");
+        for (size_t i = 0; i < s->nrows; i++)
+            fprintf(out, "  %-10s %-8s %-22s %8lld %14llu\n", sorted[i].family,
+                    ff_dtype_name(sorted[i].dtype), sorted[i].suffix, (long long)sorted[i].count,
+                    (unsigned long long)sorted[i].bytes);
+        free(sorted);
+    }
+    fprintf(out, "  total      %zu tensors, %llu bytes\n", s->c->ntensors, (unsigned long long)s->c->total_bytes);
+    for (size_t i = 0; i < s->c->nfiles; i++)
+        fprintf(out, "  shard      %s  %llu bytes, %zu tensors\n", s->c->files[i].path,
+                (unsigned long long)s->c->files[i].file_size, s->c->files[i].ntensors);
+    json_t *q = qcfg_summary(s);
+    if (json_is_object(q)) {
+        const json_t *w = json_object_get(q, "weights"), *ia = json_object_get(q, "input_activations");
+        fprintf(out, "  quant      %s, format %s, weights %lld-bit %s %s/%lld, %lld ignored\n",
+                jsonio_str(q, "quant_method", "?"), jsonio_str(q, "format", "?"),
+                (long long)jsonio_int(w, "num_bits", 0), jsonio_str(w, "type", "?"),
+                jsonio_str(w, "strategy", "?"), (long long)jsonio_int(w, "group_size", 0),
+                (long long)jsonio_int(q, "ignore", 0));
+        fprintf(out, "  activations %s\n", json_is_null(ia) ? "none quantized (A16)" : "quantized");
+    } else {
+        fprintf(out, "  quant      none (no quantization_config)\n");
+    }
+    json_decref(q);
+}
+
+/* "a.12.b" -> "a.N.b". */
+static void pattern_of(const char *name, char *buf, size_t n)
+{
+    size_t o = 0;
+    for (const char *p = name; *p && o + 2 < n;) {
+        const char *q = p;
+        while (isdigit((unsigned char)*q))
+            q++;
+        if (q > p && (p == name || p[-1] == '.') && (*q == '.' || !*q)) {
+            buf[o++] = 'N';
+            p = q;
+            continue;
+        }
+        buf[o++] = *p++;
+    }
+    buf[o] = 0;
+}
+
+json_t *insp_group_names(const json_t *names)
+{
+    json_t *groups = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(names, i, v) {
+        char pat[1024];
+        pattern_of(json_string_value(v), pat, sizeof pat);
+        json_t *g = NULL, *x;
+        size_t k;
+        json_array_foreach(groups, k, x)
+            if (strcmp(jsonio_str(x, "pattern", ""), pat) == 0)
+                g = x;
+        if (!g) {
+            g = json_object();
+            json_object_set_new(g, "pattern", json_string(pat));
+            json_object_set_new(g, "count", json_integer(0));
+            json_object_set_new(g, "names", json_array());
+            json_array_append_new(groups, g);
+        }
+        json_object_set_new(g, "count", json_integer(jsonio_int(g, "count", 0) + 1));
+        json_array_append(json_object_get(g, "names"), v);
+    }
+    return groups;
+}

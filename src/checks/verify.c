@@ -1,0 +1,605 @@
+#include "verify.h"
+
+#include <math.h>
+#include <regex.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "decode.h"
+#include "fsutil.h"
+#include "inspect.h"
+#include "jsonio.h"
+#include "plan.h"
+
+/* Files vLLM or the tokenizer need at serve time: present in the source means
+ * required in the output. */
+static const char *const serving_aux[] = {
+    "tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json",
+    "chat_template.jinja", "chat_template.json", "generation_config.json", "processor_config.json",
+    "preprocessor_config.json", "video_preprocessor_config.json", NULL,
+};
+
+typedef struct vctx {
+    const verify_opts *o;
+    ckpt q, s;
+    int have_src;
+    insp qi;
+    plan p;
+    int have_plan;
+    json_t *checks;          /* name -> {ok, detail, items} */
+    json_t *errors;          /* per-tensor error records */
+} vctx;
+
+static json_t *check(vctx *v, const char *name)
+{
+    json_t *c = json_object_get(v->checks, name);
+    if (!c) {
+        c = json_object();
+        json_object_set_new(c, "ok", json_true());
+        json_object_set_new(c, "detail", json_string(""));
+        json_object_set_new(c, "items", json_array());
+        json_object_set_new(v->checks, name, c);
+    }
+    return c;
+}
+
+static void fail_item(vctx *v, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail_item(vctx *v, const char *name, const char *fmt, ...)
+{
+    char buf[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    json_t *c = check(v, name);
+    json_object_set_new(c, "ok", json_false());
+    json_array_append_new(json_object_get(c, "items"), json_string(buf));
+}
+
+static void detail(vctx *v, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void detail(vctx *v, const char *name, const char *fmt, ...)
+{
+    char buf[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    json_object_set_new(check(v, name), "detail", json_string(buf));
+}
+
+/* ---- decode: every module's values finite ---------------------------- */
+
+static void check_decode(vctx *v)
+{
+    size_t n = 0;
+    char mod[1024];
+    check(v, "decode");
+    for (size_t i = 0; i < v->q.ntensors; i++) {
+        if (!dq_module_of(v->q.tensors[i].st->name, mod, sizeof mod))
+            continue;
+        dq_module m;
+        dq_stats st;
+        ff_err e2 = {0};
+        n++;
+        if (dq_find(&v->q, mod, &m, &e2) == FF_OK && dq_decode(&v->q, &m, NULL, NULL, &st, &e2) == FF_OK) {
+            if (st.nonfinite)
+                fail_item(v, "decode", "%s: %llu NaN/Inf values (first at %llu; global scale %g)", mod,
+                          (unsigned long long)st.nonfinite, (unsigned long long)st.first_bad,
+                          (double)st.global_scale);
+        } else {
+            fail_item(v, "decode", "%s", e2.msg);
+        }
+        dq_module_free(&m);
+    }
+    detail(v, "decode", "%zu quantized modules decoded", n);
+}
+
+/* ---- quantization_config ---------------------------------------------- */
+
+static void check_qconfig(vctx *v)
+{
+    json_t *j = insp_to_json(&v->qi), *q = json_object_get(j, "quantization_config");
+    check(v, "quant_config");
+    if (!json_is_object(q)) {
+        fail_item(v, "quant_config", "config.json has no quantization_config");
+    } else {
+        if (strcmp(jsonio_str(q, "format", ""), "nvfp4-pack-quantized") != 0)
+            fail_item(v, "quant_config", "format is '%s', expected nvfp4-pack-quantized", jsonio_str(q, "format", ""));
+        if (!json_is_null(json_object_get(q, "input_activations")))
+            fail_item(v, "quant_config", "input_activations are quantized (not A16)");
+        detail(v, "quant_config", "%s, %lld ignored", jsonio_str(q, "format", ""), (long long)jsonio_int(q, "ignore", 0));
+    }
+    json_decref(j);
+}
+
+/* ---- fused groups share one global scale -------------------------------- */
+
+typedef struct gs_rec {
+    char key[1100];
+    char module[1024];
+    float gs;
+} gs_rec;
+
+static int gs_cmp(const void *a, const void *b) { return strcmp(((const gs_rec *)a)->key, ((const gs_rec *)b)->key); }
+
+/* The tie key of a module: its parent + the rule's fuse key (q/k/v,
+ * gate/up), or for split experts parent + "experts" when the fused rule names
+ * two outputs; "" when the module stands alone. */
+static void tie_key(const vctx *v, const char *mod, char *key, size_t n)
+{
+    char w[1100];
+    snprintf(w, sizeof w, "%s.weight_packed", mod);
+    const ff_rule *r = insp_rule(&v->qi, w);
+    const char *dot = strrchr(mod, '.');
+    int plen = dot ? (int)(dot - mod) : 0;
+    key[0] = 0;
+    if (r && r->fuse)
+        snprintf(key, n, "%.*s|%s", plen, mod, r->fuse);
+    else if (r && r->role == ROLE_EXPERTS_FUSED2 && r->expert_out[1])
+        snprintf(key, n, "%.*s|%s", plen, mod, r->group);
+}
+
+static void check_fused(vctx *v)
+{
+    gs_rec *recs = calloc(v->q.ntensors + 1, sizeof *recs);
+    size_t n = 0, groups = 0;
+    check(v, "fused_scales");
+    if (!recs)
+        return;
+    for (size_t i = 0; i < v->q.ntensors; i++) {
+        gs_rec *r = &recs[n];
+        dq_module m;
+        ff_err e2 = {0};
+        if (!dq_module_of(v->q.tensors[i].st->name, r->module, sizeof r->module))
+            continue;
+        tie_key(v, r->module, r->key, sizeof r->key);
+        if (!r->key[0] || dq_find(&v->q, r->module, &m, &e2) != FF_OK)
+            continue;
+        memcpy(&r->gs, ckpt_data(&v->q, m.global), sizeof r->gs);
+        dq_module_free(&m);
+        n++;
+    }
+    qsort(recs, n, sizeof *recs, gs_cmp);
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && strcmp(recs[j].key, recs[i].key) == 0)
+            j++;
+        groups++;
+        int differ = 0;
+        for (size_t k = i + 1; k < j; k++)
+            differ |= memcmp(&recs[k].gs, &recs[i].gs, sizeof(float)) != 0;
+        if (differ) {  /* one line per group, every member with its scale */
+            char buf[1000];
+            size_t o = 0;
+            for (size_t k = i; k < j && o < sizeof buf - 1; k++)
+                o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s %.9g", k > i ? ", " : "",
+                                      recs[k].module, (double)recs[k].gs);
+            fail_item(v, "fused_scales", "global scales differ in a fused group (one GEMM): %s", buf);
+        }
+        i = j;
+    }
+    detail(v, "fused_scales", "%zu fused groups, %zu members", groups, n);
+    free(recs);
+}
+
+/* ---- routers, vision, embeddings, norms, lm_head never quantized --------- */
+
+static void check_guarded(vctx *v)
+{
+    char mod[1024];
+    check(v, "guarded_not_quantized");
+    for (size_t i = 0; i < v->q.ntensors; i++) {
+        const char *name = v->q.tensors[i].st->name;
+        const ff_rule *r = dq_module_of(name, mod, sizeof mod) ? insp_rule(&v->qi, name) : NULL;
+        if (r && r->guard != GUARD_NONE)
+            fail_item(v, "guarded_not_quantized", "%s is quantized (%s must stay in its dtype)", mod, r->group);
+    }
+}
+
+/* ---- ignore list == the Linears actually left unquantized ----------------- */
+
+static int in_ignore(const json_t *ig, const char *mod)
+{
+    size_t i;
+    json_t *x;
+    json_array_foreach(ig, i, x) {
+        const char *s = json_string_value(x);
+        if (!s)
+            continue;
+        if (strncmp(s, "re:", 3) == 0) {
+            regex_t re;
+            if (regcomp(&re, s + 3, REG_EXTENDED | REG_NOSUB) != 0)
+                continue;
+            int hit = regexec(&re, mod, 0, NULL, 0) == 0;
+            regfree(&re);
+            if (hit)
+                return 1;
+        } else if (strcmp(s, mod) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A rule with ignore_parent (the MoE router) lists its parent module too,
+ * as compressed-tensors does; such an entry names no tensor of its own. */
+static int is_ignored_parent(const vctx *v, const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i < v->q.ntensors; i++) {
+        const char *name = v->q.tensors[i].st->name;
+        if (strncmp(name, s, n) || name[n] != '.')
+            continue;
+        const ff_rule *r = insp_rule(&v->qi, name);
+        const char *dot = strchr(name + n + 1, '.');   /* s.<child>.weight */
+        if (r && r->ignore_parent && dot && strcmp(dot, ".weight") == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void check_ignore(vctx *v)
+{
+    const json_t *ig = insp_ignore(&v->qi);
+    size_t kept = 0;
+    char mod[1100];
+    check(v, "ignore_list");
+    if (!ig)
+        ig = json_array();  /* leaks nothing: a borrowed-looking empty array is freed below */
+    for (size_t i = 0; i < v->q.ntensors; i++) {
+        const char *name = v->q.tensors[i].st->name;
+        const ff_rule *r = dq_part(&v->q, name) ? NULL : insp_rule(&v->qi, name);
+        size_t len = strlen(name);
+        if (!r || !r->linear || r->role != ROLE_KEEP || len < 8 || strcmp(name + len - 7, ".weight") != 0)
+            continue;
+        snprintf(mod, sizeof mod, "%.*s", (int)(len - 7), name);
+        kept++;
+        if (!in_ignore(ig, mod))
+            fail_item(v, "ignore_list", "%s is left unquantized but not in the ignore list", mod);
+    }
+    size_t i;
+    json_t *x;
+    json_array_foreach(ig, i, x) {
+        const char *s = json_string_value(x);
+        if (!s || strncmp(s, "re:", 3) == 0)
+            continue;
+        snprintf(mod, sizeof mod, "%s.weight_packed", s);
+        if (ckpt_find(&v->q, mod)) {
+            fail_item(v, "ignore_list", "%s is in the ignore list but quantized", s);
+            continue;
+        }
+        snprintf(mod, sizeof mod, "%s.weight", s);
+        const ff_rule *r = insp_rule(&v->qi, mod);
+        /* a tied lm_head has no tensor of its own; the ignore entry is harmless */
+        int tied = r && strcmp(r->group, "lm_head") == 0 && v->qi.cls.tie_embeddings;
+        if (!ckpt_find(&v->q, mod) && !tied && !is_ignored_parent(v, s))
+            fail_item(v, "ignore_list", "%s is in the ignore list but no such module exists", s);
+    }
+    detail(v, "ignore_list", "%zu entries, %zu Linears kept", json_array_size(ig), kept);
+    if (!insp_ignore(&v->qi))
+        json_decref((json_t *)ig);
+}
+
+/* ---- tokenizer and aux files ------------------------------------------------ */
+
+static void check_tokenizer(vctx *v)
+{
+    char *p = fs_join(v->q.dir, "tokenizer.json");
+    check(v, "tokenizer");
+    if (!fs_exists(p)) {
+        detail(v, "tokenizer", "no tokenizer.json");
+    } else {
+        json_t *t = NULL;
+        ff_err e2 = {0};
+        if (jsonio_load(p, &t, &e2))
+            fail_item(v, "tokenizer", "%s", e2.msg);
+        else if (!json_is_null(json_object_get(t, "truncation")) && json_object_get(t, "truncation"))
+            fail_item(v, "tokenizer", "tokenizer.json has truncation set (prompts would be cut); run fp4forge doctor --fix");
+        else
+            detail(v, "tokenizer", "truncation null");
+        json_decref(t);
+    }
+    free(p);
+}
+
+static void check_aux(vctx *v)
+{
+    int n = 0;
+    check(v, "aux_files");
+    for (int i = 0; serving_aux[i]; i++) {
+        char *a = v->have_src ? fs_join(v->s.dir, serving_aux[i]) : NULL, *b = fs_join(v->q.dir, serving_aux[i]);
+        if (a && fs_exists(a) && !fs_exists(b))
+            fail_item(v, "aux_files", "%s is in the source but missing from the output", serving_aux[i]);
+        n += fs_exists(b);
+        free(a);
+        free(b);
+    }
+    detail(v, "aux_files", "%d serving files present%s", n, v->have_src ? "" : " (no source to compare)");
+}
+
+/* ---- against the source: coverage, kept bytes, error ---------------------- */
+
+/* Relative error and SNR of the bf16 decode (what compressed-tensors hands
+ * the model) against the source rows it came from. */
+static void measure(vctx *v, const char *mod, const ckpt_tensor *src, uint64_t row0)
+{
+    dq_module m;
+    dq_stats st;
+    ff_err e2 = {0};
+    if (dq_find(&v->q, mod, &m, &e2) != FF_OK)
+        return;  /* the decode check names it */
+    uint64_t n = m.rows * m.cols;
+    float *d = malloc((n ? n : 1) * sizeof *d);
+    if (d && dq_decode(&v->q, &m, d, NULL, &st, &e2) == FF_OK && !st.nonfinite) {
+        ff_dtype t = src->st->dtype;
+        const uint8_t *base = ckpt_data(&v->s, src) + row0 * m.cols * ff_dtype_size(t);
+        double se = 0, ss = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            double x = ff_load_f32(base, t, i), y = ff_round_bf16(d[i]);
+            se += (y - x) * (y - x);
+            ss += x * x;
+        }
+        double rel = ss > 0 ? sqrt(se / ss) : (se > 0 ? INFINITY : 0);
+        double snr = se > 0 ? 10 * log10(ss / se) : 99.0;
+        json_t *r = json_object();
+        json_object_set_new(r, "module", json_string(mod));
+        json_object_set_new(r, "family", json_string(insp_family(&v->qi, m.packed->st->name)));
+        json_object_set_new(r, "rel_error", json_real(rel));
+        json_object_set_new(r, "snr_db", json_real(snr));
+        json_object_set_new(r, "numel", json_integer((json_int_t)n));
+        json_array_append_new(v->errors, r);
+    }
+    free(d);
+    dq_module_free(&m);
+}
+
+/* Marks a module's three output tensors as accounted for. */
+static int claim_module(vctx *v, const char *mod, char *used)
+{
+    static const char *const parts[] = {DQ_PACKED, DQ_SCALE, DQ_GLOBAL};
+    int found = 0;
+    for (int k = 0; k < 3; k++) {
+        char buf[1100];
+        snprintf(buf, sizeof buf, "%s.%s", mod, parts[k]);
+        const ckpt_tensor *t = ckpt_find(&v->q, buf);
+        if (t) {
+            used[t - v->q.tensors] = 1;
+            found += k == 0;
+        }
+    }
+    return found;
+}
+
+static void compare_kept(vctx *v, const ckpt_tensor *st, const ckpt_tensor *qt)
+{
+    const st_tensor *a = st->st, *b = qt->st;
+    uint64_t n = a->end - a->begin;
+    if (a->dtype != b->dtype || a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof a->shape) != 0 ||
+        n != b->end - b->begin || memcmp(ckpt_data(&v->s, st), ckpt_data(&v->q, qt), n) != 0)
+        fail_item(v, "kept_identical", "%s (%s) differs from the source", a->name, insp_family(&v->qi, a->name));
+}
+
+/* Source tensors kept or quantized under their own name. */
+static void cover_direct(vctx *v, char *used, char *needs, size_t *nkept, size_t *nquant)
+{
+    for (size_t i = 0; i < v->s.ntensors; i++) {
+        const ckpt_tensor *st = &v->s.tensors[i];
+        const char *name = st->st->name;
+        const ckpt_tensor *qt = ckpt_find(&v->q, name);
+        size_t len = strlen(name);
+        char mod[1024];
+        if (qt) {
+            used[qt - v->q.tensors] = 1;
+            compare_kept(v, st, qt);
+            (*nkept)++;
+        } else if (len > 7 && strcmp(name + len - 7, ".weight") == 0 && len - 7 < sizeof mod &&
+                   (snprintf(mod, sizeof mod, "%.*s", (int)(len - 7), name), claim_module(v, mod, used))) {
+            measure(v, mod, st, 0);
+            (*nquant)++;
+        } else {
+            needs[i] = 1;
+        }
+    }
+}
+
+/* Fused 3-D experts: their plan members name the split modules. */
+static void cover_members(vctx *v, char *used, char *needs, size_t *nquant)
+{
+    char *covered = calloc(v->s.ntensors + 1, 1);
+    if (!covered)
+        return;
+    for (size_t k = 0; v->have_plan && k < v->p.nmembers; k++) {
+        const plan_member *m = &v->p.members[k];
+        size_t si = (size_t)(m->src - v->s.tensors);
+        if (!needs[si])
+            continue;
+        if (claim_module(v, m->module, used)) {
+            measure(v, m->module, m->src, m->row0);
+            (*nquant)++;
+            covered[si] = 1;
+        } else {
+            fail_item(v, "coverage", "%s (from %s) is missing from the output", m->module, m->src->st->name);
+            covered[si] = 2;
+        }
+    }
+    for (size_t i = 0; i < v->s.ntensors; i++)
+        if (needs[i] && !covered[i])
+            fail_item(v, "coverage", "%s is in the source but not in the output", v->s.tensors[i].st->name);
+    free(covered);
+}
+
+static void check_coverage(vctx *v)
+{
+    char *used = calloc(v->q.ntensors + 1, 1), *needs = calloc(v->s.ntensors + 1, 1);
+    size_t nkept = 0, nquant = 0, extra = 0;
+    check(v, "coverage");
+    check(v, "kept_identical");
+    if (!used || !needs) {
+        free(used);
+        free(needs);
+        return;
+    }
+    cover_direct(v, used, needs, &nkept, &nquant);
+    cover_members(v, used, needs, &nquant);
+    for (size_t i = 0; i < v->q.ntensors; i++)
+        if (!used[i] && ++extra)
+            fail_item(v, "coverage", "%s is in the output but comes from no source tensor", v->q.tensors[i].st->name);
+    detail(v, "coverage", "%zu source tensors: %zu kept, %zu modules quantized, %zu extra", v->s.ntensors,
+           nkept, nquant, extra);
+    detail(v, "kept_identical", "%zu kept tensors compared byte for byte", nkept);
+    free(used);
+    free(needs);
+}
+
+static int err_cmp(const void *a, const void *b)
+{
+    double x = json_real_value(json_object_get(*(json_t *const *)a, "rel_error"));
+    double y = json_real_value(json_object_get(*(json_t *const *)b, "rel_error"));
+    return (x < y) - (x > y);
+}
+
+/* Thresholds over the measured figures; the worst tensors are listed. */
+static json_t *check_error(vctx *v)
+{
+    size_t n = json_array_size(v->errors);
+    json_t **e = malloc((n ? n : 1) * sizeof *e), *sum = json_object(), *worst = json_array();
+    double srel = 0, ssnr = 0, maxrel = 0, minsnr = n ? 1e9 : 0;
+    check(v, "error");
+    for (size_t i = 0; e && i < n; i++) {
+        e[i] = json_array_get(v->errors, i);
+        double rel = json_real_value(json_object_get(e[i], "rel_error"));
+        double snr = json_real_value(json_object_get(e[i], "snr_db"));
+        srel += rel;
+        ssnr += snr;
+        maxrel = rel > maxrel ? rel : maxrel;
+        minsnr = snr < minsnr ? snr : minsnr;
+        if (rel > v->o->max_rel || snr < v->o->min_snr)
+            fail_item(v, "error", "%s: relative error %.4f, SNR %.2f dB (limits %.3f, %.1f dB)",
+                      jsonio_str(e[i], "module", ""), rel, snr, v->o->max_rel, v->o->min_snr);
+    }
+    double mrel = n ? srel / (double)n : 0, msnr = n ? ssnr / (double)n : 0;
+    if (n && mrel > v->o->max_mean_rel)
+        fail_item(v, "error", "mean relative error %.4f over %zu tensors exceeds %.3f", mrel, n, v->o->max_mean_rel);
+    if (e)
+        qsort(e, n, sizeof *e, err_cmp);
+    for (size_t i = 0; e && i < n && i < (size_t)v->o->worst; i++)
+        json_array_append(worst, e[i]);
+    free(e);
+    json_object_set_new(sum, "tensors", json_integer((json_int_t)n));
+    json_object_set_new(sum, "mean_rel_error", json_real(mrel));
+    json_object_set_new(sum, "max_rel_error", json_real(maxrel));
+    json_object_set_new(sum, "mean_snr_db", json_real(msnr));
+    json_object_set_new(sum, "min_snr_db", json_real(minsnr));
+    json_object_set_new(sum, "worst", worst);
+    detail(v, "error", "%zu tensors: mean rel %.4f, max rel %.4f, mean SNR %.2f dB, min SNR %.2f dB", n, mrel,
+           maxrel, msnr, minsnr);
+    return sum;
+}
+
+/* ---- driver ----------------------------------------------------------------- */
+
+static int open_all(vctx *v, const char *out_dir, ff_err *e)
+{
+    int rc = ckpt_open(&v->q, out_dir, 1, e);
+    if (!rc)
+        rc = insp_build(&v->qi, &v->q, e);
+    if (!rc && v->o->against) {
+        rc = ckpt_open(&v->s, v->o->against, 1, e);
+        v->have_src = rc == FF_OK;
+        if (v->have_src) {
+            plan_opts po = {0};
+            ff_err e2 = {0};
+            int prc = plan_build(&v->p, &v->s, &po, &e2);
+            v->have_plan = 1;  /* a refused plan is still filled: its members are what we need */
+            (void)prc;
+        }
+    }
+    return rc;
+}
+
+static void close_all(vctx *v)
+{
+    if (v->have_plan)
+        plan_free(&v->p);
+    insp_free(&v->qi);
+    ckpt_close(&v->q);
+    if (v->o->against)
+        ckpt_close(&v->s);
+    json_decref(v->checks);
+    json_decref(v->errors);
+}
+
+int verify_run(const char *out_dir, const verify_opts *o, json_t **result, ff_err *e)
+{
+    vctx v;
+    memset(&v, 0, sizeof v);
+    v.o = o;
+    v.checks = json_object();
+    v.errors = json_array();
+    *result = NULL;
+    int rc = open_all(&v, out_dir, e);
+    if (rc) {
+        close_all(&v);
+        return rc;
+    }
+    check_decode(&v);
+    check_qconfig(&v);
+    check_fused(&v);
+    check_guarded(&v);
+    check_ignore(&v);
+    check_tokenizer(&v);
+    check_aux(&v);
+    json_t *r = json_object(), *err = NULL;
+    if (v.have_src) {
+        check_coverage(&v);
+        err = check_error(&v);
+    }
+    int ok = 1;
+    const char *k;
+    json_t *c;
+    json_object_foreach(v.checks, k, c)
+        ok &= json_is_true(json_object_get(c, "ok"));
+    json_object_set_new(r, "output", json_string(out_dir));
+    json_object_set_new(r, "against", o->against ? json_string(o->against) : json_null());
+    json_object_set_new(r, "ok", json_boolean(ok));
+    json_object_set_new(r, "class", json_string(insp_class_name(&v.qi.cls)));
+    json_object_set(r, "checks", v.checks);
+    if (err) {
+        json_object_set_new(r, "error", err);
+        json_object_set(r, "tensors", v.errors);
+    }
+    close_all(&v);
+    *result = r;
+    return FF_OK;
+}
+
+#define PRINT_ITEMS 8
+
+void verify_print(const json_t *r, FILE *out)
+{
+    fprintf(out, "fp4forge verify: %s%s%s\n", jsonio_str(r, "output", ""), json_is_string(json_object_get(r, "against")) ? " against " : "",
+            jsonio_str(r, "against", ""));
+    const char *k;
+    json_t *c;
+    json_object_foreach(json_object_get(r, "checks"), k, c) {
+        int ok = json_is_true(json_object_get(c, "ok"));
+        const json_t *items = json_object_get(c, "items");
+        fprintf(out, "  %s %-22s %s\n", ok ? "ok  " : "FAIL", k, jsonio_str(c, "detail", ""));
+        for (size_t i = 0; i < json_array_size(items) && i < PRINT_ITEMS; i++)
+            fprintf(out, "         %s\n", json_string_value(json_array_get(items, i)));
+        if (json_array_size(items) > PRINT_ITEMS)
+            fprintf(out, "         ... %zu more (--json lists all)\n", json_array_size(items) - PRINT_ITEMS);
+    }
+    const json_t *worst = json_object_get(json_object_get(r, "error"), "worst");
+    if (json_array_size(worst))
+        fprintf(out, "  worst tensors (relative error, SNR):\n");
+    for (size_t i = 0; i < json_array_size(worst); i++) {
+        const json_t *w = json_array_get(worst, i);
+        fprintf(out, "    %.4f  %6.2f dB  %s\n", json_real_value(json_object_get(w, "rel_error")),
+                json_real_value(json_object_get(w, "snr_db")), jsonio_str(w, "module", ""));
+    }
+    fprintf(out, "  verdict: %s\n", json_is_true(json_object_get(r, "ok")) ? "PASS" : "FAIL");
+}

@@ -1,0 +1,124 @@
+/* The family table and the generic rule matcher. Adding a family is one
+ * line here plus its own folder under src/families/. */
+#include "family.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const ff_family ff_family_gemma4, ff_family_llama;
+
+const ff_family *const ff_families[] = {
+    &ff_family_gemma4,
+    &ff_family_llama,
+    NULL,
+};
+
+const ff_family *ff_family_detect(const json_t *config)
+{
+    for (size_t i = 0; ff_families[i]; i++)
+        if (ff_families[i]->matches(config))
+            return ff_families[i];
+    return NULL;
+}
+
+const ff_family *ff_family_by_name(const char *name)
+{
+    for (size_t i = 0; ff_families[i]; i++)
+        if (strcmp(ff_families[i]->name, name) == 0)
+            return ff_families[i];
+    return NULL;
+}
+
+const ff_family *ff_family_by_preset(const char *preset)
+{
+    for (size_t i = 0; ff_families[i]; i++)
+        for (const ff_synth_preset *p = ff_families[i]->synth_presets; p && p->name; p++)
+            if (strcmp(p->name, preset) == 0)
+                return ff_families[i];
+    return NULL;
+}
+
+/* Appends with snprintf semantics: never overruns, always terminated. */
+static void append(char *buf, size_t n, size_t *len, const char *s)
+{
+    if (*len + 1 >= n)
+        return;
+    int w = snprintf(buf + *len, n - *len, "%s", s);
+    *len += w > 0 ? (size_t)w : 0;
+    if (*len >= n)
+        *len = n - 1;
+}
+
+void ff_family_list(char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; ff_families[i]; i++) {
+        append(buf, n, &len, i ? "; " : "");
+        append(buf, n, &len, ff_families[i]->name);
+        append(buf, n, &len, " (");
+        append(buf, n, &len, ff_families[i]->model_types);
+        append(buf, n, &len, ")");
+    }
+}
+
+void ff_family_presets(char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; ff_families[i]; i++)
+        for (const ff_synth_preset *p = ff_families[i]->synth_presets; p && p->name; p++) {
+            append(buf, n, &len, len ? "|" : "");
+            append(buf, n, &len, p->name);
+        }
+}
+
+int ff_matcher_init(ff_matcher *m, const ff_family *fam, ff_err *e)
+{
+    memset(m, 0, sizeof *m);
+    m->fam = fam;
+    m->re = calloc(fam->nrules, sizeof *m->re);
+    if (!m->re)
+        return ff_fail(e, FF_EIO, "out of memory");
+    for (size_t i = 0; i < fam->nrules; i++) {
+        if (regcomp(&m->re[i], fam->rules[i].regex, REG_EXTENDED | REG_NOSUB) != 0) {
+            m->n = i;
+            return ff_fail(e, FF_EIO, "%s: bad rule regex %s", fam->name, fam->rules[i].regex);
+        }
+        m->n = i + 1;
+    }
+    return FF_OK;
+}
+
+void ff_matcher_free(ff_matcher *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        regfree(&m->re[i]);
+    free(m->re);
+    memset(m, 0, sizeof *m);
+}
+
+const ff_rule *ff_match(const ff_matcher *m, const char *name)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (regexec(&m->re[i], name, 0, NULL, 0) == 0)
+            return &m->fam->rules[i];
+    return NULL;
+}
+
+ff_geometry *ff_geometry_new(const ff_family *fam, const json_t *config, ff_err *e)
+{
+    ff_geometry *g = malloc(sizeof *g);
+    if (!g) {
+        ff_fail(e, FF_EIO, "out of memory");
+        return NULL;
+    }
+    if (!fam->geometry || fam->geometry(config, g, e) != FF_OK) {
+        if (!fam->geometry)
+            ff_fail(e, FF_EIO, "the %s family does not describe its geometry", fam->name);
+        free(g);
+        return NULL;
+    }
+    return g;
+}

@@ -1,0 +1,201 @@
+/* The synthetic-checkpoint writer every family's maker shares: a family
+ * lists its tensors (names and shapes in save order), its config.json and its
+ * auxiliary files; this fills the weights with deterministic pseudo-random
+ * bf16 (the bytes do not depend on the thread count) or, sparse, leaves holes
+ * that read as zeros, and writes through the one checkpoint writer. */
+#include "synth.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dtype.h"
+#include "fsutil.h"
+#include "synth_list.h"
+#include "threadpool.h"
+#include "writer_int.h"
+
+void synth_add(synth_list *l, synth_init k, int ndim, int64_t a, int64_t b, int64_t c, const char *fmt, ...)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        synth_tensor *t = realloc(l->t, cap * sizeof *t);
+        if (!t) {
+            l->oom = 1;
+            return;
+        }
+        l->t = t;
+        l->cap = cap;
+    }
+    synth_tensor *t = &l->t[l->n++];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    t->ndim = ndim;
+    t->shape[0] = a; t->shape[1] = b; t->shape[2] = c;
+    t->init = k;
+}
+
+int synth_write_text(const char *dir, const char *name, const char *text, ff_err *e)
+{
+    char *p = fs_join(dir, name);
+    FILE *f = p ? fopen(p, "w") : NULL;
+    int ok = f && fputs(text, f) >= 0;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    free(p);
+    return ok ? FF_OK : ff_fail(e, FF_EIO, "%s/%s: cannot write", dir, name);
+}
+
+static uint64_t numel(const synth_tensor *t)
+{
+    uint64_t n = 1;
+    for (int d = 0; d < t->ndim; d++)
+        n *= (uint64_t)t->shape[d];
+    return n;
+}
+
+int synth_preset(const char *preset, const char *size, synth_geom *g, const ff_family **fam, ff_err *e)
+{
+    *fam = ff_family_by_preset(preset);
+    if (!*fam) {
+        char known[512];
+        ff_family_presets(known, sizeof known);
+        return ff_fail(e, FF_EUSAGE, "unknown --arch %s (%s)", preset, known);
+    }
+    return (*fam)->synth_preset(preset, size, g, e);
+}
+
+uint64_t synth_bytes(const ff_family *fam, const synth_geom *g)
+{
+    synth_list l = {0};
+    uint64_t b = 0;
+    if (fam->synth_tensors(g, &l, NULL) == FF_OK)
+        for (size_t i = 0; i < l.n; i++)
+            b += numel(&l.t[i]) * 2;
+    free(l.t);
+    return b;
+}
+
+/* splitmix64: cheap, seedable per chunk, so the bytes do not depend on the
+ * thread count. */
+static uint64_t mix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t hash_name(const char *s, uint64_t seed)
+{
+    uint64_t h = 1469598103934665603ull ^ seed;
+    while (*s)
+        h = (h ^ (uint8_t)*s++) * 1099511628211ull;
+    return h;
+}
+
+#define CHUNK (1u << 20)   /* elements per independently seeded chunk */
+#define BLOCK (32u * CHUNK)
+
+typedef struct fill_job {
+    const synth_tensor *t;
+    uint64_t seed, first, n;   /* element range of this block */
+    uint16_t *buf;
+} fill_job;
+
+static void fill_chunk(void *ctx, size_t c)
+{
+    fill_job *j = ctx;
+    uint64_t begin = (uint64_t)c * CHUNK, end = begin + CHUNK < j->n ? begin + CHUNK : j->n;
+    uint64_t s = j->seed ^ ((j->first + begin) / CHUNK) * 0x2545f4914f6cdd1dull;
+    for (uint64_t i = begin; i < end; i++) {
+        uint64_t r = mix(&s);
+        /* sum of three 21-bit uniforms: mean 1.5, sd 0.5 -> roughly normal */
+        float u = (float)(r & 0x1fffff) + (float)((r >> 21) & 0x1fffff) + (float)((r >> 42) & 0x1fffff);
+        float z = (u * (1.0f / 2097152.0f) - 1.5f) * 2.0f;
+        float v = j->t->init == SYNTH_ONES ? 1.0f + 0.05f * z : 0.02f * z;
+        j->buf[i] = ff_f32_to_bf16(v);
+    }
+}
+
+static int write_tensors(const synth_list *l, shard_set *ss, ff_pool *pool, uint64_t seed, ff_err *e)
+{
+    uint16_t *buf = malloc((size_t)BLOCK * 2);
+    if (!buf)
+        return ff_fail(e, FF_EIO, "out of memory");
+    int rc = FF_OK;
+    for (size_t i = 0; i < l->n && rc == FF_OK; i++) {
+        uint64_t total = numel(&l->t[i]);
+        for (uint64_t first = 0; first < total && rc == FF_OK; first += BLOCK) {
+            fill_job j = {.t = &l->t[i], .seed = hash_name(l->t[i].name, seed), .first = first,
+                          .n = total - first < BLOCK ? total - first : BLOCK, .buf = buf};
+            pool_run(pool, (j.n + CHUNK - 1) / CHUNK, fill_chunk, &j);
+            uint64_t off = first * 2;
+            size_t k = ss->out_shard[i];
+            rc = st_pwrite_all(ss->fds[k], ss->paths[k], buf, j.n * 2, ss->out_abs[i] + off, e);
+            ss->bytes_written += j.n * 2;
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+/* Extends each shard to its full size without writing: a hole reads as zeros. */
+static int size_sparse(shard_set *ss, ff_err *e)
+{
+    for (size_t k = 0; k < ss->nshards; k++) {
+        uint64_t end = 0;
+        for (size_t i = 0; i < ss->nouts; i++)
+            if (ss->out_shard[i] == k && ss->out_abs[i] + ss->outs[i].nbytes > end)
+                end = ss->out_abs[i] + ss->outs[i].nbytes;
+        if (ftruncate(ss->fds[k], (off_t)end) != 0)
+            return ff_fail(e, FF_EIO, "%s: cannot size: %s", ss->paths[k], strerror(errno));
+    }
+    return FF_OK;
+}
+
+int synth_write(const ff_family *fam, const synth_geom *g, const char *out_dir, const synth_opts *o, ff_err *e)
+{
+    synth_list l = {0};
+    int rc = fam->synth_tensors(g, &l, e);
+    st_out *outs = rc ? NULL : calloc(l.n ? l.n : 1, sizeof *outs);
+    if (!rc && !outs)
+        rc = ff_fail(e, FF_EIO, "out of memory");
+    for (size_t i = 0; !rc && i < l.n; i++) {
+        outs[i].name = l.t[i].name;
+        outs[i].dtype = FF_DT_BF16;
+        outs[i].ndim = l.t[i].ndim;
+        memcpy(outs[i].shape, l.t[i].shape, sizeof l.t[i].shape);
+        outs[i].nbytes = numel(&l.t[i]) * 2;
+    }
+    ckpt_writer *w = NULL;
+    ff_pool *pool = NULL;
+    if (!rc && !(w = ckpt_writer_begin(out_dir, o->force, e)))
+        rc = e->code;
+    if (!rc)
+        rc = ckpt_writer_layout(w, outs, l.n, o->shard_size, e);
+    if (!rc && o->sparse) {
+        rc = size_sparse(ckpt_writer_shards(w), e);
+    } else if (!rc) {
+        pool = pool_create(o->threads);
+        rc = write_tensors(&l, ckpt_writer_shards(w), pool, g->seed, e);
+    }
+    json_t *cfg = rc ? NULL : fam->synth_config(g);
+    if (!rc)
+        rc = cfg ? ckpt_writer_close(w, cfg, NULL, 0, e) : ff_fail(e, FF_EIO, "out of memory");
+    json_decref(cfg);
+    if (!rc)
+        rc = fam->synth_aux(g, ckpt_writer_dir(w), e);
+    if (!rc)
+        rc = ckpt_writer_commit(w, e);
+    ckpt_writer_free(w);
+    pool_destroy(pool);
+    free(outs);
+    free(l.t);
+    return rc;
+}

@@ -1,0 +1,79 @@
+#include "writer.h"
+
+#include <stdlib.h>
+
+#include "checkpoint.h"
+#include "fsutil.h"
+#include "jsonio.h"
+#include "writer_int.h"
+
+struct ckpt_writer {
+    fs_stage stage;
+    shard_set ss;
+    int laid_out, committed;
+};
+
+ckpt_writer *ckpt_writer_begin(const char *out_dir, int force, ff_err *e)
+{
+    ckpt_writer *w = calloc(1, sizeof *w);
+    if (!w) {
+        ff_fail(e, FF_EIO, "out of memory");
+        return NULL;
+    }
+    if (fs_stage_begin(&w->stage, out_dir, force, e)) {
+        fs_stage_free(&w->stage);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+const char *ckpt_writer_dir(const ckpt_writer *w) { return w->stage.tmp_dir; }
+
+int ckpt_writer_layout(ckpt_writer *w, const st_out *outs, size_t n, uint64_t shard_size, ff_err *e)
+{
+    w->laid_out = 1;
+    return shards_open(&w->ss, outs, n, shard_size, w->stage.tmp_dir, e);
+}
+
+int ckpt_writer_put(ckpt_writer *w, size_t out, const void *buf, uint64_t n, ff_err *e)
+{
+    return shards_write(&w->ss, out, buf, n, e);
+}
+
+shard_set *ckpt_writer_shards(ckpt_writer *w) { return &w->ss; }
+
+int ckpt_writer_close(ckpt_writer *w, const json_t *config, const char *aux_from, int aux_config, ff_err *e)
+{
+    int rc = w->laid_out ? shards_close(&w->ss, w->stage.tmp_dir, e) : FF_OK;
+    if (!rc && config) {
+        char *p = fs_join(w->stage.tmp_dir, "config.json");
+        rc = p ? jsonio_save(p, config, e) : ff_fail(e, FF_EIO, "out of memory");
+        free(p);
+    }
+    if (!rc && aux_from)
+        rc = ckpt_copy_aux(aux_from, w->stage.tmp_dir, aux_config, e);
+    return rc;
+}
+
+int ckpt_writer_commit(ckpt_writer *w, ff_err *e)
+{
+    int rc = fs_stage_commit(&w->stage, e);
+    w->committed = rc == FF_OK;
+    return rc;
+}
+
+uint64_t ckpt_writer_bytes(const ckpt_writer *w) { return w->ss.bytes_written; }
+
+size_t ckpt_writer_shard_count(const ckpt_writer *w) { return w->ss.nshards; }
+
+void ckpt_writer_free(ckpt_writer *w)
+{
+    if (!w)
+        return;
+    shards_free(&w->ss);
+    if (!w->committed)
+        fs_stage_abort(&w->stage);
+    fs_stage_free(&w->stage);
+    free(w);
+}

@@ -1,0 +1,155 @@
+/* NVFP4 checkpoint -> bf16 checkpoint, bit for bit what compressed-tensors'
+ * decompressor gives, so fp4forge output can be compared (or served) by
+ * tools that read only bf16. */
+#include "dequantize.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "decode.h"
+#include "fsutil.h"
+#include "writer.h"
+
+/* One output tensor: a copy of src, or the decode of module. */
+typedef struct dq_item {
+    const ckpt_tensor *src;
+    dq_module mod;
+    int decoded;
+} dq_item;
+
+typedef struct dq_job {
+    dq_item *items;
+    st_out *outs;
+    char **names;
+    size_t n;
+} dq_job;
+
+static void job_free(dq_job *j)
+{
+    for (size_t i = 0; i < j->n; i++) {
+        dq_module_free(&j->items[i].mod);
+        free(j->names[i]);
+    }
+    free(j->items);
+    free(j->outs);
+    free(j->names);
+}
+
+static int add_item(const ckpt *c, const ckpt_tensor *t, dq_job *j, ff_err *e)
+{
+    char mod[1024];
+    dq_item *it = &j->items[j->n];
+    st_out *o = &j->outs[j->n];
+    memset(it, 0, sizeof *it);
+    memset(o, 0, sizeof *o);
+    it->src = t;
+    if (dq_module_of(t->st->name, mod, sizeof mod)) {
+        int rc = dq_find(c, mod, &it->mod, e);
+        if (rc)
+            return rc;
+        it->decoded = 1;
+        size_t len = strlen(mod) + 8;
+        j->names[j->n] = malloc(len);
+        if (!j->names[j->n])
+            return ff_fail(e, FF_EIO, "out of memory");
+        snprintf(j->names[j->n], len, "%s.weight", mod);
+        o->dtype = FF_DT_BF16;
+        o->ndim = 2;
+        o->shape[0] = (int64_t)it->mod.rows;
+        o->shape[1] = (int64_t)it->mod.cols;
+        o->nbytes = it->mod.rows * it->mod.cols * 2;
+    } else {
+        j->names[j->n] = strdup(t->st->name);
+        if (!j->names[j->n])
+            return ff_fail(e, FF_EIO, "out of memory");
+        o->dtype = t->st->dtype;
+        o->ndim = t->st->ndim;
+        memcpy(o->shape, t->st->shape, sizeof o->shape);
+        o->nbytes = t->st->end - t->st->begin;
+    }
+    o->name = j->names[j->n];
+    j->n++;
+    return FF_OK;
+}
+
+/* The output tensor list in source order: scales vanish into their weight. */
+static int build_job(const ckpt *c, dq_job *j, ff_err *e)
+{
+    memset(j, 0, sizeof *j);
+    size_t cap = c->ntensors ? c->ntensors : 1;
+    j->items = calloc(cap, sizeof *j->items);
+    j->outs = calloc(cap, sizeof *j->outs);
+    j->names = calloc(cap, sizeof *j->names);
+    if (!j->items || !j->outs || !j->names)
+        return ff_fail(e, FF_EIO, "out of memory");
+    for (size_t i = 0; i < c->ntensors; i++) {
+        const ckpt_tensor *t = &c->tensors[i];
+        if (dq_part(c, t->st->name) == DQ_PART_SCALE)
+            continue;  /* a scale: written as part of its module's weight */
+        int rc = add_item(c, t, j, e);
+        if (rc)
+            return rc;
+    }
+    return FF_OK;
+}
+
+static int write_items(const ckpt *c, const dq_job *j, ckpt_writer *w, ff_err *e)
+{
+    int rc = FF_OK;
+    for (size_t i = 0; i < j->n && rc == FF_OK; i++) {
+        const dq_item *it = &j->items[i];
+        if (!it->decoded) {
+            rc = ckpt_writer_put(w, i, ckpt_data(c, it->src), it->src->st->end - it->src->st->begin, e);
+            continue;
+        }
+        uint16_t *buf = malloc(j->outs[i].nbytes + 2);
+        dq_stats st;
+        if (!buf)
+            return ff_fail(e, FF_EIO, "out of memory decoding %s", it->mod.module);
+        rc = dq_decode(c, &it->mod, NULL, buf, &st, e);
+        if (!rc)
+            rc = ckpt_writer_put(w, i, buf, j->outs[i].nbytes, e);
+        free(buf);
+    }
+    return rc;
+}
+
+/* config.json without quantization_config, then every non-weight file. */
+static int write_meta(const ckpt *c, ckpt_writer *w, ff_err *e)
+{
+    json_t *cfg = c->config ? json_deep_copy(c->config) : NULL;
+    if (c->config && !cfg)
+        return ff_fail(e, FF_EIO, "out of memory");
+    json_object_del(cfg, "quantization_config");
+    int rc = ckpt_writer_close(w, cfg, c->dir, 0, e);
+    json_decref(cfg);
+    return rc;
+}
+
+int dequantize_run(const char *in, const char *out, const dequant_opts *o, ff_err *e)
+{
+    ckpt c;
+    dq_job j = {0};
+    ckpt_writer *w = NULL;
+    int rc = ckpt_open(&c, in, 0, e);
+    if (!rc && fs_same(in, out))
+        rc = ff_fail(e, FF_EUSAGE, "%s: output folder is the input folder", out);
+    if (!rc)
+        rc = build_job(&c, &j, e);
+    if (!rc && !(w = ckpt_writer_begin(out, o->force, e)))
+        rc = e->code;
+    if (!rc)
+        rc = ckpt_writer_layout(w, j.outs, j.n, o->shard_size, e);
+    if (!rc)
+        rc = write_items(&c, &j, w, e);
+    if (!rc)
+        rc = write_meta(&c, w, e);
+    if (!rc)
+        rc = ckpt_writer_commit(w, e);
+    ckpt_writer_free(w);
+    job_free(&j);
+    ckpt_close(&c);
+    return rc;
+}

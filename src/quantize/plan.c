@@ -1,0 +1,494 @@
+#include "plan.h"
+
+#include <regex.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonio.h"
+#include "nvfp4.h"
+
+/* Growable arrays: every push goes through grow() so capacity logic lives once. */
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap * 2 : 64;
+    while (nc < need)
+        nc *= 2;
+    void *n = realloc(*arr, nc * elem);
+    if (!n)
+        return -1;
+    *arr = n;
+    *cap = nc;
+    return 0;
+}
+#define PUSH(p, field, val)                                                                  \
+    (grow((void **)&(p)->field, &(p)->cap_##field, (p)->n##field + 1, sizeof *(p)->field)    \
+         ? -1                                                                                \
+         : ((p)->field[(p)->n##field++] = (val), 0))
+
+static void note(char **list, int *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(char **list, int *n, const char *fmt, ...)
+{
+    if (*n >= PLAN_MAX_NOTES)
+        return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    /* a note lost to memory exhaustion must not lose a violation: the
+     * caller still sees nviolations > 0 through the placeholder */
+    /* NULL when out of memory: plan_build turns any NULL into an error, so a
+     * violation is never lost silently */
+    list[(*n)++] = strdup(buf);
+}
+
+static int any_null(char *const *list, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!list[i])
+            return 1;
+    return 0;
+}
+
+static plan_family_stat *fam_stat(plan *p, const char *family)
+{
+    for (int i = 0; i < p->nfam; i++)
+        if (strcmp(p->fam_stats[i].family, family) == 0)
+            return &p->fam_stats[i];
+    if (p->nfam == PLAN_MAX_FAMILIES)
+        return &p->fam_stats[PLAN_MAX_FAMILIES - 1];
+    p->fam_stats[p->nfam].family = family;
+    return &p->fam_stats[p->nfam++];
+}
+
+static char *strip_suffix(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    if (a >= b && strcmp(s + a - b, suf) == 0)
+        return strndup(s, a - b);
+    return strdup(s);
+}
+
+static int any_match(const char *const *res, int n, const regex_t *compiled, const char *s)
+{
+    for (int i = 0; i < n; i++)
+        if (regexec(&compiled[i], s, 0, NULL, 0) == 0)
+            return 1;
+    return 0;
+}
+
+/* Per-tensor decision, made before any unit is formed. */
+typedef struct decision {
+    const ff_rule *rule;
+    ff_role role;        /* effective role (a forced --only Linear becomes ROLE_LINEAR) */
+    char *module;
+    char *fuse_key;        /* "<parent>|<fuse>" or NULL */
+} decision;
+
+/* Compiles the user's regexes; *ok counts the compiled ones, which are the
+ * only ones free_all may regfree. */
+static int compile_all(const char *const *res, int n, regex_t **out, int *ok, ff_err *e)
+{
+    *ok = 0;
+    *out = calloc((size_t)(n ? n : 1), sizeof **out);
+    if (!*out)
+        return ff_fail(e, FF_EIO, "out of memory");
+    for (int i = 0; i < n; i++, (*ok)++)
+        if (regcomp(&(*out)[i], res[i], REG_EXTENDED | REG_NOSUB) != 0)
+            return ff_fail(e, FF_EUSAGE, "bad regular expression: %s", res[i]);
+    return FF_OK;
+}
+
+static void free_all(regex_t *re, int n)
+{
+    for (int i = 0; i < n; i++)
+        regfree(&re[i]);
+    free(re);
+}
+
+static int add_out(plan *p, const char *name, ff_dtype dt, int ndim, const int64_t *shape,
+                   uint64_t nbytes, size_t *idx)
+{
+    st_out o = {.name = strdup(name), .dtype = dt, .ndim = ndim, .nbytes = nbytes};
+    if (!o.name)
+        return -1;
+    memcpy(o.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    *idx = p->nouts;
+    return PUSH(p, outs, o);
+}
+
+static int add_member(plan *p, const ckpt_tensor *src, uint64_t row0, uint64_t rows,
+                      uint64_t cols, char *module, const char *family)
+{
+    plan_member m = {.src = src, .row0 = row0, .rows = rows, .cols = cols, .module = module,
+                     .family = family};
+    if (!module)
+        return -1;
+    char name[1024];
+    int64_t s[2];
+    snprintf(name, sizeof name, "%s.weight_packed", module);
+    s[0] = (int64_t)rows; s[1] = (int64_t)(cols / 2);
+    if (add_out(p, name, FF_DT_U8, 2, s, rows * cols / 2, &m.out))
+        return -1;
+    size_t unused;
+    snprintf(name, sizeof name, "%s.weight_scale", module);
+    s[1] = (int64_t)(cols / NVFP4_GROUP);
+    if (add_out(p, name, FF_DT_F8_E4M3, 2, s, rows * cols / NVFP4_GROUP, &unused))
+        return -1;
+    snprintf(name, sizeof name, "%s.weight_global_scale", module);
+    s[0] = 1;
+    if (add_out(p, name, FF_DT_F32, 1, s, 4, &unused))
+        return -1;
+    plan_family_stat *fs = fam_stat(p, family);
+    fs->quantized++;
+    uint64_t in = rows * cols * ff_dtype_size(src->st->dtype);
+    uint64_t out = rows * cols / 2 + rows * cols / NVFP4_GROUP + 4;
+    fs->bytes_in += in;
+    fs->bytes_out += out;
+    p->bytes_in += in;
+    p->bytes_out += out;
+    return PUSH(p, members, m);
+}
+
+static int add_keep(plan *p, const ckpt_tensor *t, const char *family, const decision *d)
+{
+    plan_item it = {.kind = ITEM_KEEP, .src = t};
+    uint64_t nb = t->st->end - t->st->begin;
+    if (add_out(p, t->st->name, t->st->dtype, t->st->ndim, t->st->shape, nb, &it.out))
+        return -1;
+    plan_family_stat *fs = fam_stat(p, family);
+    fs->kept++;
+    fs->bytes_in += nb;
+    fs->bytes_out += nb;
+    p->bytes_in += nb;
+    p->bytes_out += nb;
+    if (d->rule && d->rule->linear) {
+        fs->kept_linears++;
+        char *mod = strip_suffix(t->st->name, ".weight");
+        if (!mod)
+            return -1;
+        if (d->rule->ignore_parent) {
+            char *dot = strrchr(mod, '.');
+            char *parent = dot ? strndup(mod, (size_t)(dot - mod)) : NULL;
+            if (dot && (!parent || PUSH(p, ignore, parent))) {
+                free(parent);
+                free(mod);
+                return -1;
+            }
+        }
+        if (PUSH(p, ignore, mod)) {
+            free(mod);
+            return -1;
+        }
+    }
+    if (d->rule && d->rule->guard == GUARD_ROUTER && d->rule->linear)
+        p->kept_routers++;
+    return PUSH(p, items, it);
+}
+
+/* Quantizable shape: 2-D (or 3-D experts), in multiple of 16, float dtype. */
+static const char *unquantizable(const ckpt_tensor *t, ff_role role)
+{
+    const st_tensor *s = t->st;
+    if (!ff_dtype_is_quantizable(s->dtype))
+        return "dtype is not BF16, F16 or F32";
+    int want = role == ROLE_LINEAR ? 2 : 3;
+    if (s->ndim != want)
+        return want == 2 ? "not a 2-D Linear weight" : "not a 3-D fused expert tensor";
+    if (s->shape[s->ndim - 1] % NVFP4_GROUP != 0)
+        return "input dimension is not a multiple of 16";
+    return NULL;
+}
+
+static int decide(plan *p, const ckpt *c, const ff_matcher *am, const plan_opts *o,
+                  const regex_t *ign, const regex_t *only, decision *d, ff_err *e)
+{
+    for (size_t i = 0; i < c->ntensors; i++) {
+        const ckpt_tensor *t = &c->tensors[i];
+        const char *name = t->st->name;
+        decision *x = &d[i];
+        x->rule = ff_match(am, name);
+        x->role = x->rule ? x->rule->role : ROLE_KEEP;
+        x->module = x->role == ROLE_LINEAR || (x->rule && x->rule->linear && x->role == ROLE_KEEP)
+                        ? strip_suffix(name, ".weight")
+                        : strdup(name);
+        if (!x->module)
+            return ff_fail(e, FF_EIO, "out of memory while planning");
+        int candidate = x->rule && (x->role != ROLE_KEEP || x->rule->linear);
+        int q = x->role != ROLE_KEEP;
+        if (o->nonly)
+            q = candidate && any_match(o->only_re, o->nonly, only, x->module);
+        if (q && o->nignore && any_match(o->ignore_re, o->nignore, ign, x->module))
+            q = 0;
+        if (!x->rule) {
+            p->unknown++;
+            note(p->notes, &p->nnotes, "%s: not a tensor the %s rules know; kept as is", name, p->fam->name);
+        }
+        if (q && x->role == ROLE_KEEP) {
+            /* the user's --only reaches a Linear the rules keep */
+            if (x->rule->guard == GUARD_FIXED)
+                note(p->violations, &p->nviolations,
+                     "%s: the recipe quantizes a %s Linear, which vLLM loads unquantized", x->module, x->rule->group);
+            else if (x->rule->guard == GUARD_ROUTER && !o->allow_router)
+                note(p->violations, &p->nviolations,
+                     "%s: the recipe quantizes a router; a quantized router serves NaN (pass --allow-router-quantization to insist)",
+                     x->module);
+            else if (x->rule->guard == GUARD_ROUTER)
+                note(p->notes, &p->nnotes, "WARNING %s: router quantized on request; expect NaN or degraded routing", x->module);
+            x->role = ROLE_LINEAR;
+        }
+        if (!q)
+            x->role = ROLE_KEEP;
+        const char *why = q ? unquantizable(t, x->role) : NULL;
+        if (why) {
+            if (x->role != ROLE_LINEAR || !ff_dtype_is_quantizable(t->st->dtype))
+                return ff_fail(e, FF_EIO, "%s: tensor %s: %s", ckpt_path(c, t), name, why);
+            note(p->notes, &p->nnotes, "%s: %s; kept unquantized and listed in ignore", name, why);
+            x->role = ROLE_KEEP;
+        }
+        if (x->role == ROLE_LINEAR && x->rule->fuse) {
+            const char *dot = strrchr(x->module, '.');
+            size_t plen = dot ? (size_t)(dot - x->module) : 0;
+            size_t n = plen + strlen(x->rule->fuse) + 2;
+            x->fuse_key = malloc(n);
+            if (!x->fuse_key)
+                return ff_fail(e, FF_EIO, "out of memory while planning");
+            snprintf(x->fuse_key, n, "%.*s|%s", (int)plen, x->module, x->rule->fuse);
+        }
+    }
+    return FF_OK;
+}
+
+static int check_expert_shape(plan *p, const ckpt *c, const ckpt_tensor *t, ff_role role)
+{
+    const int64_t *s = t->st->shape;
+    const ff_expect *x = &p->expect;
+    int64_t want1 = role == ROLE_EXPERTS_FUSED2 ? 2 * x->expert_inter : x->hidden;
+    int64_t want2 = role == ROLE_EXPERTS_FUSED2 ? x->hidden : x->expert_inter;
+    if (s[0] != x->experts || s[1] != want1 || s[2] != want2) {
+        char got[96];
+        note(p->violations, &p->nviolations, "%s: tensor %s has shape %s, config implies [%lld, %lld, %lld]",
+             ckpt_path(c, t), t->st->name, st_shape_str(s, 3, got, sizeof got), (long long)x->experts,
+             (long long)want1, (long long)want2);
+        return 1;
+    }
+    return 0;
+}
+
+static int emit_experts(plan *p, const ckpt *c, const ckpt_tensor *t, const decision *d)
+{
+    const int64_t *s = t->st->shape;
+    int fused2 = d->role == ROLE_EXPERTS_FUSED2;
+    if (p->expect.experts && check_expert_shape(p, c, t, d->role))
+        return 0;
+    uint64_t E = (uint64_t)s[0], R = (uint64_t)s[1], C = (uint64_t)s[2];
+    char *parent = strip_suffix(t->st->name, strrchr(t->st->name, '.'));
+    if (!parent)
+        return -1;
+    for (uint64_t ex = 0; ex < E; ex++) {
+        plan_unit u = {.first = p->nmembers, .count = fused2 ? 2 : 1};
+        for (size_t k = 0; k < u.count; k++) {
+            char mod[1024];
+            snprintf(mod, sizeof mod, "%s.%llu.%s", parent, (unsigned long long)ex, d->rule->expert_out[k]);
+            uint64_t rows = fused2 ? R / 2 : R;
+            if (add_member(p, t, ex * R + k * rows, rows, C, strdup(mod), d->rule->group)) {
+                free(parent);
+                return -1;
+            }
+            p->q_experts++;
+        }
+        plan_item it = {.kind = ITEM_QUANT, .unit = p->nunits};
+        if (PUSH(p, units, u) || PUSH(p, items, it)) {
+            free(parent);
+            return -1;
+        }
+    }
+    free(parent);
+    return 0;
+}
+
+/* Forms units in tensor order: a fused group is emitted where its first
+ * member stands, so the output stays in file order. */
+/* Does the checkpoint hold "<module>.weight"? */
+static int has_module_tensor(const ckpt *c, const char *module)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s.weight", module);
+    return ckpt_find(c, name) != NULL;
+}
+
+static int emit(plan *p, const ckpt *c, decision *d, ff_err *e)
+{
+    char *done = calloc(c->ntensors ? c->ntensors : 1, 1);
+    int rc = done ? 0 : -1;
+    for (size_t i = 0; i < c->ntensors && rc == 0; i++) {
+        const ckpt_tensor *t = &c->tensors[i];
+        if (done[i])
+            continue;
+        decision *x = &d[i];
+        const char *family = x->rule ? x->rule->group : "other";
+        if (x->role == ROLE_KEEP) {
+            rc = add_keep(p, t, family, x);
+        } else if (x->role == ROLE_EXPERTS_FUSED2 || x->role == ROLE_EXPERTS_ONE) {
+            rc = emit_experts(p, c, t, x);
+        } else {
+            plan_unit u = {.first = p->nmembers};
+            for (size_t j = i; j < c->ntensors && rc == 0; j++) {
+                if (j != i && (!x->fuse_key || !d[j].fuse_key || strcmp(x->fuse_key, d[j].fuse_key)))
+                    continue;
+                const ckpt_tensor *m = &c->tensors[j];
+                if (m->st->dtype != t->st->dtype || m->st->shape[1] != t->st->shape[1]) {
+                    rc = ff_fail(e, FF_EIO, "%s: tensor %s: fused with %s but dtype or input width differ",
+                                 ckpt_path(c, m), m->st->name, t->st->name);
+                    break;
+                }
+                rc = add_member(p, m, 0, (uint64_t)m->st->shape[0], (uint64_t)m->st->shape[1],
+                                strdup(d[j].module), d[j].rule->group);
+                if (d[j].rule->guard == GUARD_ROUTER)
+                    p->q_routers++;
+                else if (d[j].rule->role == ROLE_LINEAR)
+                    p->q_dense++;
+                done[j] = 1;
+                u.count++;
+                if (!x->fuse_key)
+                    break;
+            }
+            plan_item it = {.kind = ITEM_QUANT, .unit = p->nunits};
+            if (rc == 0 && (PUSH(p, units, u) || PUSH(p, items, it)))
+                rc = -1;
+        }
+    }
+    free(done);
+    if (rc < 0)
+        return ff_fail(e, FF_EIO, "out of memory while planning");
+    return rc;
+}
+
+static void check_invariants(plan *p, const plan_opts *o)
+{
+    const ff_expect *x = &p->expect;
+    int partial = o->allow_partial;
+    if (p->q_dense != x->dense_linears && !(partial && p->q_dense < x->dense_linears))
+        note(p->violations, &p->nviolations,
+             "dense Linears quantized: %lld, but the config implies %lld (%s)",
+             (long long)p->q_dense, (long long)x->dense_linears, p->fam->dense_rule);
+    if (p->q_experts != x->expert_linears && !(partial && p->q_experts < x->expert_linears))
+        note(p->violations, &p->nviolations,
+             "expert Linears quantized: %lld, but the config implies %lld (%lld layers x %lld experts x 3)",
+             (long long)p->q_experts, (long long)x->expert_linears, (long long)x->moe_layers, (long long)x->experts);
+    if (p->q_routers && !o->allow_router)
+        note(p->violations, &p->nviolations, "%lld routers in the quantize set", (long long)p->q_routers);
+    if (x->routers && p->kept_routers + p->q_routers != x->routers)
+        note(p->violations, &p->nviolations, "routers found: %lld, but the config implies %lld",
+             (long long)(p->kept_routers + p->q_routers), (long long)x->routers);
+}
+
+int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
+{
+    memset(p, 0, sizeof *p);
+    static const plan_opts none;
+    if (!o)
+        o = &none;
+    if (!c->config)
+        return ff_fail(e, FF_EIO, "%s: missing config.json", c->dir);
+    p->fam = ff_family_detect(c->config);
+    if (!p->fam) {
+        char known[512];
+        ff_family_list(known, sizeof known);
+        return ff_fail(e, FF_EIO, "%s/config.json: model_type '%s' is not a family fp4forge knows (%s)",
+                       c->dir, jsonio_str(c->config, "model_type", "?"), known);
+    }
+    if (json_object_get(c->config, "quantization_config"))
+        return ff_fail(e, FF_EIO, "%s/config.json: already has a quantization_config (input must be unquantized)", c->dir);
+    int rc = p->fam->expect(c->config, &p->expect, e);
+    if (rc)
+        return ff_wrap(e, "%s/", c->dir);
+    ff_matcher am;
+    if ((rc = ff_matcher_init(&am, p->fam, e)))
+        return rc;
+    regex_t *ign = NULL, *only = NULL;
+    int nign = 0, nonly = 0;
+    decision *d = calloc(c->ntensors ? c->ntensors : 1, sizeof *d);
+    if (!d) {
+        ff_matcher_free(&am);
+        return ff_fail(e, FF_EIO, "out of memory while planning");
+    }
+    rc = compile_all(o->ignore_re, o->nignore, &ign, &nign, e);
+    if (!rc)
+        rc = compile_all(o->only_re, o->nonly, &only, &nonly, e);
+    if (!rc)
+        rc = decide(p, c, &am, o, ign, only, d, e);
+    if (!rc)
+        rc = emit(p, c, d, e);
+    for (size_t i = 0; i < c->ntensors; i++) {
+        free(d[i].module);
+        free(d[i].fuse_key);
+    }
+    free(d);
+    free_all(ign, nign);
+    free_all(only, nonly);
+    ff_matcher_free(&am);
+    if (rc)
+        return rc;
+    /* A tied lm_head has no tensor but is still a Linear module left alone. */
+    for (const char *const *m = p->fam->implicit_ignore; m && *m; m++) {
+        if (has_module_tensor(c, *m))
+            continue;
+        char *copy = strdup(*m);
+        if (!copy || PUSH(p, ignore, copy)) {
+            free(copy);
+            return ff_fail(e, FF_EIO, "out of memory while planning");
+        }
+    }
+    p->arch_class = strdup(p->expect.experts ? "moe" : "dense");
+    if (!p->arch_class)
+        return ff_fail(e, FF_EIO, "out of memory while planning");
+    p->experts = (int)p->expect.experts;
+    ff_geometry *g = ff_geometry_new(p->fam, c->config, NULL);
+    if (g) {
+        p->layers = g->layers;
+        p->has_vision = g->has_vision;
+    }
+    free(g);
+    check_invariants(p, o);
+    if (any_null(p->notes, p->nnotes) || any_null(p->violations, p->nviolations))
+        return ff_fail(e, FF_EIO, "out of memory while planning");
+    if (p->nviolations)
+        return ff_fail(e, FF_EPLAN, "plan refused: %s%s", p->violations[0],
+                       p->nviolations > 1 ? " (and more: see the plan)" : "");
+    return FF_OK;
+}
+
+void plan_free(plan *p)
+{
+    for (size_t i = 0; i < p->nmembers; i++)
+        free(p->members[i].module);
+    for (size_t i = 0; i < p->nouts; i++)
+        free((char *)p->outs[i].name);
+    for (size_t i = 0; i < p->nignore; i++)
+        free(p->ignore[i]);
+    for (int i = 0; i < p->nnotes; i++)
+        free(p->notes[i]);
+    for (int i = 0; i < p->nviolations; i++)
+        free(p->violations[i]);
+    free(p->members);
+    free(p->units);
+    free(p->items);
+    free(p->outs);
+    free(p->ignore);
+    free(p->arch_class);
+    memset(p, 0, sizeof *p);
+}
+
+uint64_t plan_unit_bytes_in(const plan *p, const plan_unit *u)
+{
+    uint64_t n = 0;
+    for (size_t k = 0; k < u->count; k++) {
+        const plan_member *m = &p->members[u->first + k];
+        n += m->rows * m->cols * ff_dtype_size(m->src->st->dtype);
+    }
+    return n;
+}

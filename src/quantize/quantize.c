@@ -1,0 +1,418 @@
+#include "quantize.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fsutil.h"
+#include "jsonio.h"
+#include "nvfp4.h"
+#include "nvfp4_simd.h"
+#include "progress.h"
+#include "qconfig.h"
+#include "writer_int.h"
+#include "shards.h"
+#include "threadpool.h"
+
+/* Rows per task: big enough to amortise dispatch, small enough to balance. */
+#define ROWS_PER_TASK 64
+/* Units below this many elements run on the calling thread: waking the pool
+ * costs more than the work (the 11,520 tiny experts of a scaled-down MoE
+ * spent most of their time in futex handshakes). */
+#define SMALL_UNIT_ELEMS (1u << 18)
+
+/* One output buffer reused by every unit (grow-only): a fresh malloc per
+ * unit is a fresh mmap, so every unit paid page faults and munmap for pages
+ * it wrote once; reuse keeps RSS at the largest unit's output. */
+typedef struct out_arena {
+    uint8_t *p;
+    uint64_t cap;
+} out_arena;
+
+typedef struct unit_job {
+    const ckpt *c;
+    const plan *p;
+    const plan_unit *u;
+    nvfp4_rows_fn kernel;
+    float gs;
+    size_t ntasks;
+    size_t *task_member;      /* member index (within unit) of each task */
+    uint64_t *task_row;       /* first row of each task */
+    float *task_amax;
+    uint64_t *task_bad;       /* element index of a NaN/Inf, or UINT64_MAX */
+    uint8_t **packed, **scales;  /* into the arena, not owned */
+    uint64_t elems;           /* elements in the unit, to pick inline or pool */
+    void **data;              /* per member: the quant_source's copy, or NULL */
+} unit_job;
+
+/* Member k's source tensor: the producer's copy when it made one, else the map. */
+static const uint8_t *member_base(const unit_job *j, size_t k)
+{
+    if (j->data && j->data[k])
+        return j->data[k];
+    return ckpt_data(j->c, j->p->members[j->u->first + k].src);
+}
+
+static uint64_t task_rows(const unit_job *j, size_t t)
+{
+    const plan_member *m = &j->p->members[j->u->first + j->task_member[t]];
+    uint64_t left = m->rows - j->task_row[t];
+    return left < ROWS_PER_TASK ? left : ROWS_PER_TASK;
+}
+
+static void absmax_task(void *ctx, size_t t)
+{
+    unit_job *j = ctx;
+    const plan_member *m = &j->p->members[j->u->first + j->task_member[t]];
+    uint64_t row = m->row0 + j->task_row[t], n = task_rows(j, t) * m->cols;
+    size_t esz = ff_dtype_size(m->src->st->dtype);
+    const uint8_t *p = member_base(j, j->task_member[t]) + row * m->cols * esz;
+    uint64_t bad;
+    j->task_bad[t] = UINT64_MAX;
+    if (nvfp4_absmax_fast(p, m->src->st->dtype, n, &j->task_amax[t], &bad))
+        j->task_bad[t] = row * m->cols + bad;
+}
+
+static void quant_task(void *ctx, size_t t)
+{
+    unit_job *j = ctx;
+    size_t k = j->task_member[t];
+    const plan_member *m = &j->p->members[j->u->first + k];
+    uint64_t r = j->task_row[t];
+    j->kernel(member_base(j, k), m->src->st->dtype, m->cols, m->row0 + r, task_rows(j, t), j->gs,
+              j->packed[k] + r * (m->cols / 2), j->scales[k] + r * (m->cols / NVFP4_GROUP));
+}
+
+static int arena_reserve(out_arena *a, uint64_t n)
+{
+    if (n <= a->cap)
+        return 0;
+    free(a->p);
+    a->p = malloc(n);
+    a->cap = a->p ? n : 0;
+    return a->p ? 0 : -1;
+}
+
+static int plan_tasks(unit_job *j, out_arena *arena)
+{
+    size_t n = 0;
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < j->u->count; k++) {
+        const plan_member *m = &j->p->members[j->u->first + k];
+        n += (m->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+        bytes += m->rows * m->cols / 2 + m->rows * m->cols / NVFP4_GROUP;
+        j->elems += m->rows * m->cols;
+    }
+    j->ntasks = n;
+    j->task_member = malloc(n * sizeof *j->task_member);
+    j->task_row = malloc(n * sizeof *j->task_row);
+    j->task_amax = malloc(n * sizeof *j->task_amax);
+    j->task_bad = malloc(n * sizeof *j->task_bad);
+    j->packed = calloc(j->u->count, sizeof *j->packed);
+    j->scales = calloc(j->u->count, sizeof *j->scales);
+    if (!j->task_member || !j->task_row || !j->task_amax || !j->task_bad || !j->packed || !j->scales ||
+        arena_reserve(arena, bytes + 1))
+        return -1;
+    size_t t = 0;
+    uint8_t *at = arena->p;
+    for (size_t k = 0; k < j->u->count; k++) {
+        const plan_member *m = &j->p->members[j->u->first + k];
+        for (uint64_t r = 0; r < m->rows; r += ROWS_PER_TASK) {
+            j->task_member[t] = k;
+            j->task_row[t++] = r;
+        }
+        j->packed[k] = at;
+        at += m->rows * m->cols / 2;
+        j->scales[k] = at;
+        at += m->rows * m->cols / NVFP4_GROUP;
+    }
+    return 0;
+}
+
+static void free_job(unit_job *j)
+{
+    for (size_t k = 0; j->data && k < j->u->count; k++)
+        free(j->data[k]);
+    free(j->data);
+    free(j->packed);
+    free(j->scales);
+    free(j->task_member);
+    free(j->task_row);
+    free(j->task_amax);
+    free(j->task_bad);
+}
+
+/* madvise over coalesced file ranges. Consecutive items are nearly always
+ * adjacent in the file, so one call covers many small tensors (the 11,520
+ * tiny experts made 24k calls before). DONTNEED drops our mapping of bytes
+ * already consumed, so RSS stays flat however large the model (the page
+ * cache keeps them); WILLNEED starts the kernel's read-ahead early. */
+typedef struct span {
+    const st_file *f;
+    uint64_t lo, hi;          /* data-relative byte range */
+    int advice;
+} span;
+
+#define SPAN_FLUSH_BYTES (32ull << 20)
+#define SPAN_GAP (64u << 10)
+/* How far ahead of the item being quantized the read-ahead runs. */
+#define READAHEAD_BYTES (256ull << 20)
+
+static void span_flush(span *s)
+{
+    if (s->f && s->f->map && s->hi > s->lo) {
+        long pg = sysconf(_SC_PAGESIZE);
+        uint64_t a = (s->f->data_off + s->lo) & ~(uint64_t)(pg - 1);
+        uint64_t b = s->f->data_off + s->hi;
+        madvise((void *)(s->f->map + a), b - a, s->advice);
+    }
+    s->f = NULL;
+}
+
+static void span_add(span *s, const st_file *f, uint64_t lo, uint64_t hi)
+{
+    if (s->f == f && lo <= s->hi + SPAN_GAP && hi + SPAN_GAP >= s->lo) {
+        s->lo = lo < s->lo ? lo : s->lo;
+        s->hi = hi > s->hi ? hi : s->hi;
+    } else {
+        span_flush(s);
+        s->f = f;
+        s->lo = lo;
+        s->hi = hi;
+    }
+    if (s->hi - s->lo >= SPAN_FLUSH_BYTES)
+        span_flush(s);
+}
+
+static void span_item(span *s, const ckpt *c, const plan *p, const plan_item *it)
+{
+    if (it->kind == ITEM_KEEP) {
+        span_add(s, &c->files[it->src->file], it->src->st->begin, it->src->st->end);
+        return;
+    }
+    const plan_unit *u = &p->units[it->unit];
+    for (size_t k = 0; k < u->count; k++) {
+        const plan_member *m = &p->members[u->first + k];
+        uint64_t esz = ff_dtype_size(m->src->st->dtype), row_bytes = m->cols * esz;
+        uint64_t b = m->src->st->begin + m->row0 * row_bytes;
+        span_add(s, &c->files[m->src->file], b, b + m->rows * row_bytes);
+    }
+}
+
+static uint64_t item_bytes(const plan *p, const plan_item *it)
+{
+    return it->kind == ITEM_KEEP ? it->src->st->end - it->src->st->begin
+                                 : plan_unit_bytes_in(p, &p->units[it->unit]);
+}
+
+/* Small outputs (scales, the 4-byte global scales, tiny experts) gathered
+ * into one pwrite while they are adjacent in their shard; big ones go
+ * straight from the kernel's buffer (or the mmap, for copied tensors). */
+#define WC_CAP (4u << 20)
+#define WC_DIRECT (1u << 20)
+
+typedef struct wcomb {
+    uint8_t *buf;
+    size_t len, shard;
+    uint64_t off;
+} wcomb;
+
+static int wc_flush(wcomb *w, shard_set *ss, ff_err *e)
+{
+    if (!w->len)
+        return FF_OK;
+    int rc = st_pwrite_all(ss->fds[w->shard], ss->paths[w->shard], w->buf, w->len, w->off, e);
+    if (!rc)
+        ss->bytes_written += w->len;
+    w->len = 0;
+    return rc;
+}
+
+static int out_write(wcomb *w, shard_set *ss, size_t out, const void *buf, uint64_t n, ff_err *e)
+{
+    if (n >= WC_DIRECT || !w->buf || n != ss->outs[out].nbytes)
+        return shards_write(ss, out, buf, n, e);   /* also reports a size mismatch */
+    size_t k = ss->out_shard[out];
+    uint64_t off = ss->out_abs[out];
+    if (w->len && (k != w->shard || off != w->off + w->len || w->len + n > WC_CAP)) {
+        int rc = wc_flush(w, ss, e);
+        if (rc)
+            return rc;
+    }
+    if (!w->len) {
+        w->shard = k;
+        w->off = off;
+    }
+    memcpy(w->buf + w->len, buf, n);
+    w->len += n;
+    return FF_OK;
+}
+
+/* Per-run I/O state shared by the items. */
+typedef struct io_state {
+    out_arena arena;
+    wcomb wc;
+} io_state;
+
+/* Lets the quant_source replace each member's source bytes. */
+static int load_members(unit_job *j, const quant_source *qs, ff_err *e)
+{
+    if (!qs)
+        return FF_OK;
+    j->data = calloc(j->u->count, sizeof *j->data);
+    if (!j->data)
+        return ff_fail(e, FF_EIO, "out of memory quantizing %s", j->p->members[j->u->first].module);
+    int rc = FF_OK;
+    for (size_t k = 0; k < j->u->count && rc == FF_OK; k++)
+        rc = qs->load(qs->ctx, j->p->members[j->u->first + k].src, &j->data[k], e);
+    return rc;
+}
+
+static void run_tasks(ff_pool *pool, unit_job *j, pool_task_fn fn)
+{
+    if (j->elems < SMALL_UNIT_ELEMS) {
+        for (size_t t = 0; t < j->ntasks; t++)
+            fn(j, t);
+        return;
+    }
+    pool_run(pool, j->ntasks, fn, j);
+}
+
+static int write_unit(const ckpt *c, const plan *p, const plan_unit *u, ff_pool *pool,
+                      nvfp4_rows_fn kernel, const quant_source *qs, io_state *io, shard_set *ss,
+                      ff_err *e)
+{
+    unit_job j = {.c = c, .p = p, .u = u, .kernel = kernel};
+    int rc = FF_OK;
+    if (plan_tasks(&j, &io->arena)) {
+        free_job(&j);
+        return ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
+    }
+    if ((rc = load_members(&j, qs, e)) != FF_OK) {
+        free_job(&j);
+        return rc;
+    }
+    run_tasks(pool, &j, absmax_task);
+    float amax = 0.0f;
+    for (size_t t = 0; t < j.ntasks; t++) {
+        if (j.task_bad[t] != UINT64_MAX) {
+            const plan_member *m = &p->members[u->first + j.task_member[t]];
+            rc = ff_fail(e, FF_EIO, "%s: tensor %s: element %llu is NaN or Inf; refusing to quantize it",
+                         ckpt_path(c, m->src), m->src->st->name, (unsigned long long)j.task_bad[t]);
+            break;
+        }
+        amax = j.task_amax[t] > amax ? j.task_amax[t] : amax;
+    }
+    if (rc == FF_OK) {
+        j.gs = nvfp4_global_scale(amax, p->members[u->first].src->st->dtype);
+        run_tasks(pool, &j, quant_task);
+        for (size_t k = 0; k < u->count && rc == FF_OK; k++) {
+            const plan_member *m = &p->members[u->first + k];
+            rc = out_write(&io->wc, ss, m->out, j.packed[k], m->rows * m->cols / 2, e);
+            if (!rc)
+                rc = out_write(&io->wc, ss, m->out + 1, j.scales[k], m->rows * m->cols / NVFP4_GROUP, e);
+            if (!rc)
+                rc = out_write(&io->wc, ss, m->out + 2, &j.gs, sizeof j.gs, e);
+        }
+    }
+    free_job(&j);
+    return rc;
+}
+
+static int write_keep(const ckpt *c, const plan_item *it, const quant_source *qs, io_state *io,
+                      shard_set *ss, ff_err *e)
+{
+    void *buf = NULL;
+    if (qs && qs->load(qs->ctx, it->src, &buf, e))
+        return e->code;
+    const uint8_t *src = buf ? buf : ckpt_data(c, it->src);
+    int rc = out_write(&io->wc, ss, it->out, src, it->src->st->end - it->src->st->begin, e);
+    free(buf);
+    return rc;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Items go in plan order (file order). Read-ahead is advised up to
+ * READAHEAD_BYTES past the item being worked on, so the disk streams while
+ * the pool quantizes; consumed ranges are released behind it. */
+static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn kernel,
+                     shard_set *ss, const quant_opts *o, ff_err *e)
+{
+    progress bar;
+    progress_begin(&bar, p->bytes_in, o->progress);
+    io_state io = {.wc.buf = malloc(WC_CAP)};
+    span ahead = {.advice = MADV_WILLNEED}, behind = {.advice = MADV_DONTNEED};
+    size_t ra_next = 0;
+    uint64_t ra_bytes = 0;    /* advised, not yet consumed */
+    int rc = FF_OK;
+    for (size_t i = 0; i < p->nitems && rc == FF_OK; i++) {
+        const plan_item *it = &p->items[i];
+        for (; ra_next < p->nitems && (ra_next <= i + 1 || ra_bytes < READAHEAD_BYTES); ra_next++) {
+            span_item(&ahead, c, p, &p->items[ra_next]);
+            ra_bytes += item_bytes(p, &p->items[ra_next]);
+        }
+        span_flush(&ahead);
+        rc = it->kind == ITEM_KEEP ? write_keep(c, it, o->source, &io, ss, e)
+                                   : write_unit(c, p, &p->units[it->unit], pool, kernel, o->source, &io, ss, e);
+        span_item(&behind, c, p, it);
+        ra_bytes -= item_bytes(p, it);
+        progress_add(&bar, item_bytes(p, it), i + 1, p->nitems);
+    }
+    span_flush(&behind);
+    if (rc == FF_OK)
+        rc = wc_flush(&io.wc, ss, e);
+    progress_end(&bar);
+    free(io.arena.p);
+    free(io.wc.buf);
+    if (rc == FF_OK && o->source && o->source->finish)
+        rc = o->source->finish(o->source->ctx, e);
+    return rc;
+}
+
+int quantize_run(const ckpt *c, const plan *p, const char *out_dir, const quant_opts *o,
+                 quant_stats *st, ff_err *e)
+{
+    memset(st, 0, sizeof *st);
+    nvfp4_rows_fn kernel = o->kernel ? nvfp4_kernel_by_name(o->kernel) : nvfp4_best_kernel(&st->kernel);
+    if (!kernel)
+        return ff_fail(e, FF_EUSAGE, "kernel %s is unknown or this CPU cannot run it", o->kernel);
+    if (o->kernel)
+        st->kernel = o->kernel;
+    if (fs_same(out_dir, c->dir))
+        return ff_fail(e, FF_EUSAGE, "%s: output folder is the input folder", out_dir);
+    ckpt_writer *w = ckpt_writer_begin(out_dir, o->force, e);
+    if (!w)
+        return e->code;
+    double t0 = now();
+    ff_pool *pool = pool_create(o->threads);
+    int rc = ckpt_writer_layout(w, p->outs, p->nouts, o->shard_size, e);
+    if (!rc)
+        rc = run_items(c, p, pool, kernel, ckpt_writer_shards(w), o, e);
+    json_t *cfg = rc ? NULL : qconfig_apply(c->config, p);
+    if (!rc)
+        rc = cfg ? ckpt_writer_close(w, cfg, c->dir, 0, e) : ff_fail(e, FF_EIO, "out of memory");
+    json_decref(cfg);
+    st->threads = pool_threads(pool);
+    pool_destroy(pool);
+    st->shards = ckpt_writer_shard_count(w);
+    st->bytes_written = ckpt_writer_bytes(w);
+    if (!rc)
+        rc = ckpt_writer_commit(w, e);
+    ckpt_writer_free(w);
+    st->bytes_read = p->bytes_in;
+    st->tensors = p->nouts;
+    st->seconds = now() - t0;
+    return rc;
+}
