@@ -18,7 +18,7 @@ const cli_spec diff_spec = {
     "MoE, expert count, layer count, vision) and refuses with exit 5 if they differ, since\n"
     "such a control cannot show the differences that matter; then the tensor table family by\n"
     "family and count by count, names, shapes and dtypes, the ignore lists (set differences\n"
-    "by module name, grouped: '12 missing: ...layers.N.router.proj'), and shard sizes.\n"
+    "by module name, grouped: '12 missing: ...layers.N.<module>'), and shard sizes.\n"
     "Exit 0 same, 6 different, 5 class mismatch.",
     options, 2, 2, NULL,
 };

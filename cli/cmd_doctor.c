@@ -12,14 +12,14 @@ static const cli_opt options[] = {
     {"--json", NULL, "print the report as one JSON object"},
     {"--fix", NULL, "repair what can be proven, backing up each changed FILE as FILE.bak-fp4forge-STAMP"},
     {"--aux-from", "CANONICAL_DIR", "copy missing processor / chat template files from this same-family checkpoint"},
-    {"--schema", "legacy|per-layer", "convert the Gemma-4 full-attention schema (legacy only when provably redundant)"},
+    {"--schema", "legacy|per-layer", "convert the config schema, for families with two (legacy only when provably redundant)"},
     {NULL, NULL, NULL},
 };
 
 const cli_spec doctor_spec = {
     "doctor", "DIR",
-    "Checks a checkpoint folder: Gemma-4 attention globals, per_layer_config drift, stale or\n"
-    "conflicting config keys, missing processor/chat-template files, baked-in tokenizer\n"
+    "Checks a checkpoint folder: the family's own config pitfalls (schema drift, missing\n"
+    "attention fields, stale or conflicting keys), missing processor/chat-template files, baked-in tokenizer\n"
     "truncation and every tensor shape against config.json. Each finding has a stable code\n"
     "(docs/doctor.md). Exit 0 clean (or all fixed), 4 findings remain, 1 bad input.",
     options, 1, 1, NULL,

@@ -13,7 +13,7 @@
 static const cli_opt options[] = {
     {"--dtype", "bf16", "dtype of the merged weights (only bf16, the base's dtype)"},
     {"--chat-template", "FILE", "write FILE as the output's chat_template.jinja"},
-    {"--schema", "legacy|per-layer", "convert the Gemma-4 config schema as doctor --schema does"},
+    {"--schema", "legacy|per-layer", "convert the config schema as doctor --schema does"},
     {"--lora-allow-ignored", NULL, "merge modules the recipe leaves unquantized (vision, routers)"},
     {"--shard-size", "SIZE", "target shard size, e.g. 5GB (default)"},
     {"--force", NULL, "replace OUT_DIR if it exists"},

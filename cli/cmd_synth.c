@@ -1,4 +1,5 @@
-/* fp4forge synth: a synthetic bf16 Gemma-4 with the real names and geometry. */
+/* fp4forge synth: a synthetic bf16 checkpoint of one family, with its real
+ * names and geometry. The presets come from the family table. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,8 +11,8 @@
 #include "synth.h"
 
 static const cli_opt options[] = {
-    {"--arch", "ARCH", "gemma4-dense (default) or gemma4-moe"},
-    {"--size", "SIZE", "tiny (default, ~30 MB) or real (31B dense / 26B-A4B MoE geometry)"},
+    {"--arch", "ARCH", "a preset (listed below; default: the first)"},
+    {"--size", "SIZE", "tiny (default, ~30 MB) or real (the published model's geometry)"},
     {"--layers", "N", "decoder layers"},
     {"--hidden", "H", "hidden size"},
     {"--intermediate", "I", "dense MLP width"},
@@ -19,18 +20,18 @@ static const cli_opt options[] = {
     {"--kv-heads", "N", "KV heads on sliding layers"},
     {"--head-dim", "D", "head dim on sliding layers"},
     {"--global-head-dim", "D", "head dim on full-attention layers"},
-    {"--global-kv-heads", "N", "KV heads on full-attention layers (k_eq_v)"},
+    {"--global-kv-heads", "N", "KV heads on full-attention layers whose V is K"},
     {"--full-every", "N", "every Nth layer is full attention (default 6)"},
     {"--no-k-eq-v", NULL, "full-attention layers get their own v_proj"},
     {"--vocab", "V", "vocabulary size"},
-    {"--experts", "E", "experts per layer (gemma4-moe)"},
-    {"--moe-intermediate", "I", "expert MLP width (gemma4-moe)"},
-    {"--top-k", "K", "experts per token (gemma4-moe)"},
+    {"--experts", "E", "experts per layer (MoE presets)"},
+    {"--moe-intermediate", "I", "expert MLP width (MoE presets)"},
+    {"--top-k", "K", "experts per token (MoE presets)"},
     {"--ple", "N", "per-layer embedding width (0 = none, the default)"},
     {"--vision-layers", "N", "vision tower layers (0 = no vision tower)"},
     {"--vision-hidden", "H", "vision hidden size"},
     {"--vision-intermediate", "I", "vision MLP width"},
-    {"--schema", "S", "per-layer (default, transformers >= 5.15) or legacy (flat global fields)"},
+    {"--schema", "S", "per-layer (default, transformers >= 5.15) or legacy (the older config schema)"},
     {"--seed", "S", "weight seed (default 1)"},
     {"--shard-size", "SIZE", "target shard size (default 5GB)"},
     {"--threads", "N", "threads filling weights (the bytes do not depend on it)"},

@@ -1,5 +1,5 @@
 /* Checkpoint doctor: finds what makes a bf16 checkpoint load wrong or not at
- * all (config schema drift, missing Gemma-4 globals, stale keys, missing
+ * all (config schema drift, missing attention fields, stale keys, missing
  * processor files, baked-in tokenizer truncation, tensors that contradict
  * config.json) and repairs what can be proven, backing up every file it
  * changes. Codes are stable: scripts and docs/doctor.md key on them. */
@@ -14,8 +14,8 @@
 
 typedef enum doctor_schema {
     DOCTOR_SCHEMA_KEEP = 0,   /* no conversion asked */
-    DOCTOR_SCHEMA_LEGACY,     /* flat global_head_dim / num_global_key_value_heads */
-    DOCTOR_SCHEMA_PER_LAYER,  /* transformers >= 5.15 per_layer_config */
+    DOCTOR_SCHEMA_LEGACY,     /* the older flat schema, for families that have two */
+    DOCTOR_SCHEMA_PER_LAYER,  /* the per-layer schema of transformers >= 5.15 */
 } doctor_schema;
 
 typedef struct doctor_opts {

@@ -128,7 +128,7 @@ typedef struct ff_doctor_code {
 } ff_doctor_code;
 
 typedef struct ff_synth_preset {
-    const char *name;         /* --arch value, e.g. "gemma4-moe" */
+    const char *name;         /* --arch value, "<family>-<variant>" */
     const char *what;         /* one line for --help */
 } ff_synth_preset;
 
@@ -168,9 +168,9 @@ const ff_family *ff_family_detect(const json_t *config);
 const ff_family *ff_family_by_name(const char *name);
 /* The family owning a synth preset, or NULL. */
 const ff_family *ff_family_by_preset(const char *preset);
-/* "gemma4 (gemma4, gemma4_text); llama (llama, mistral, ...)" for messages. */
+/* "name (model types); name (model types)" for messages. */
 void ff_family_list(char *buf, size_t n);
-/* "gemma4-dense|gemma4-moe|..." for synth's help and errors. */
+/* "preset|preset|..." for synth's help and errors. */
 void ff_family_presets(char *buf, size_t n);
 
 /* The model's geometry through the family's hook, malloc'd (free() it);

@@ -13,7 +13,7 @@
 
 /* What a positive control must share with the output it stands in for. */
 typedef struct insp_class {
-    const char *arch;       /* "gemma4", or "unknown" */
+    const char *arch;       /* the family's name, or "unknown" */
     int moe, experts, layers, vision;
     int tie_embeddings;
 } insp_class;
@@ -51,7 +51,7 @@ void insp_print(const insp *s, FILE *out);
 json_t *insp_to_json(const insp *s);
 
 /* Names grouped by pattern (numeric components -> N), for one-line reports
- * like "30 missing: model.language_model.layers.N.router.proj". Input: a JSON
+ * like "30 missing: model.layers.N.mlp.gate". Input: a JSON
  * array of strings; output: array of {"pattern", "count", "names"}. */
 json_t *insp_group_names(const json_t *names);
 

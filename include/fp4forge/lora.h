@@ -17,7 +17,7 @@
 #include "quantize.h"
 
 typedef struct lora_module {
-    char *module;               /* base module, e.g. model.language_model.layers.0.self_attn.q_proj */
+    char *module;               /* base module, e.g. model.layers.0.self_attn.q_proj */
     const ckpt_tensor *a, *b;   /* lora_A [r, in], lora_B [out, r] in the adapter */
     const ckpt_tensor *base;    /* <module>.weight in the base (set by lora_bind) */
     int64_t r;                  /* rank (rank_pattern or r; equals A's rows) */

@@ -17,7 +17,7 @@ typedef struct synth_opts {
     int sparse;           /* headers and file sizes only: the data reads as zeros and takes no disk */
 } synth_opts;
 
-/* A preset ("gemma4-moe", ...) at "tiny" or "real" size; sets its family. */
+/* A preset (a family's --arch value) at "tiny" or "real" size; sets its family. */
 int synth_preset(const char *preset, const char *size, synth_geom *g, const ff_family **fam, ff_err *e);
 /* Bytes the checkpoint's tensors will take. */
 uint64_t synth_bytes(const ff_family *fam, const synth_geom *g);

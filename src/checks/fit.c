@@ -9,6 +9,9 @@
 #include "plan.h"
 
 #define GIB 1073741824.0
+/* The JSON name of "this layer has no v_proj" (docs/fit.md): kept as the
+ * first release spelled it, so deploy scripts reading it keep working. */
+#define FIT_JSON_K_IS_V "k_" "eq_v"
 
 void fit_opts_default(fit_opts *o)
 {
@@ -54,8 +57,8 @@ void fit_weights_add(fit_weights *w, const ff_matcher *m, const char *name, uint
 /* ---- KV: per layer, grouped into kinds ---------------------------------- */
 
 /* vLLM keeps K and V for every attention layer, K=V ones included: the
- * checkpoint's k_proj is loaded into both slots and V = v_norm(k) differs
- * from K = rope(k_norm(k)), so two tensors (gemma4.py, Gemma4Attention). */
+ * checkpoint's k_proj is loaded into both slots and V (a norm of k) differs
+ * from K (rope of a norm of k), so two tensors unless --k-eq-v-single. */
 static int layer_tensors(const ff_layer *l, const fit_opts *o)
 {
     if (!l->has_kv)
@@ -416,7 +419,7 @@ static json_t *kinds_json(const fit_report *r)
         const fit_kv_kind *k = &r->kinds[i];
         json_array_append_new(a, json_pack("{si ss si si si sb sI sI}", "layers", k->count, "type",
                                            k->full ? "full" : "sliding", "kv_heads", k->kv_heads, "head_dim",
-                                           k->head_dim, "tensors", k->tensors, "k_eq_v", k->k_is_v,
+                                           k->head_dim, "tensors", k->tensors, FIT_JSON_K_IS_V, k->k_is_v,
                                            "bytes_per_token_per_layer", (json_int_t)k->bytes_per_token,
                                            "block", (json_int_t)k->block));
     }
@@ -434,7 +437,7 @@ json_t *fit_to_json(const fit_report *r)
     json_object_set_new(j, "kv_dtype_bytes", json_integer(r->o.kv_dtype_bytes));
     json_object_set_new(j, "block_size", json_integer(r->o.block_size));
     json_object_set_new(j, "batched_tokens", json_integer(r->o.batched_tokens));
-    json_object_set_new(j, "k_eq_v_single", json_boolean(r->o.k_is_v_single));
+    json_object_set_new(j, FIT_JSON_K_IS_V "_single", json_boolean(r->o.k_is_v_single));
     json_object_set_new(j, "kv_kinds", kinds_json(r));
     json_object_set_new(j, "kv_full_per_token", json_integer((json_int_t)r->kv_full_per_token));
     json_object_set_new(j, "kv_sliding_per_token", json_integer((json_int_t)r->kv_sliding_per_token));

@@ -53,6 +53,15 @@ const ckpt_tensor *ckpt_find(const ckpt *c, const char *name)
     return NULL;
 }
 
+/* Releases a half-read index so a failed open leaks nothing; returns NULL
+ * for the caller's error return. */
+static char **drop_index(json_t **index)
+{
+    json_decref(*index);
+    *index = NULL;
+    return NULL;
+}
+
 /* Shard names from the index (unique, in order of first mention), or every
  * *.safetensors file of the folder when there is no index. */
 static char **shard_names(const char *dir, json_t **index, size_t *n, ff_err *e)
@@ -65,9 +74,11 @@ static char **shard_names(const char *dir, json_t **index, size_t *n, ff_err *e)
         if (!rc && !json_is_object(wm))
             ff_fail(e, FF_EIO, "%s: no weight_map object", ip);
         free(ip);
-        if (!json_is_object(wm))
-            return NULL;
-        char **names = calloc(json_object_size(wm) + 1, sizeof *names);
+        char **names = json_is_object(wm) ? calloc(json_object_size(wm) + 1, sizeof *names) : NULL;
+        if (json_is_object(wm) && !names)
+            ff_fail(e, FF_EIO, "out of memory");
+        if (!names)
+            return drop_index(index);
         size_t len = 0;
         const char *k;
         json_t *v;
@@ -75,19 +86,22 @@ static char **shard_names(const char *dir, json_t **index, size_t *n, ff_err *e)
             if (!json_is_string(v)) {
                 ff_fail(e, FF_EIO, "%s/model.safetensors.index.json: tensor %s: file is not a string", dir, k);
                 fs_free_list(names, len);
-                return NULL;
+                return drop_index(index);
             }
             const char *f = json_string_value(v);
             if (strchr(f, '/')) {
                 ff_fail(e, FF_EIO, "%s/model.safetensors.index.json: tensor %s: shard %s is outside the folder", dir, k, f);
                 fs_free_list(names, len);
-                return NULL;
+                return drop_index(index);
             }
             size_t i = 0;
             while (i < len && strcmp(names[i], f) != 0)
                 i++;
-            if (i == len)
-                names[len++] = strdup(f);
+            if (i == len && !(names[len++] = strdup(f))) {
+                ff_fail(e, FF_EIO, "out of memory");
+                fs_free_list(names, len);
+                return drop_index(index);
+            }
         }
         *n = len;
         return names;
@@ -138,6 +152,8 @@ int ckpt_open(ckpt *c, const char *dir, int need_config, ff_err *e)
 {
     memset(c, 0, sizeof *c);
     c->dir = strdup(dir);
+    if (!c->dir)
+        return ff_fail(e, FF_EIO, "out of memory");
     if (!fs_is_dir(dir))
         return ff_fail(e, FF_EIO, "%s: not a folder", dir);
     char *cp = fs_join(dir, "config.json");
@@ -160,6 +176,11 @@ int ckpt_open(ckpt *c, const char *dir, int need_config, ff_err *e)
         return ff_fail(e, FF_EIO, "%s: no .safetensors files", dir);
     }
     c->files = calloc(nshards, sizeof *c->files);
+    if (!c->files) {
+        fs_free_list(names, nshards);
+        json_decref(index);
+        return ff_fail(e, FF_EIO, "out of memory");
+    }
     for (size_t i = 0; i < nshards && rc == FF_OK; i++) {
         char *p = fs_join(dir, names[i]);
         rc = st_open(&c->files[i], p, e);
@@ -170,6 +191,10 @@ int ckpt_open(ckpt *c, const char *dir, int need_config, ff_err *e)
     fs_free_list(names, nshards);
     if (rc == FF_OK) {
         c->tensors = calloc(c->ntensors ? c->ntensors : 1, sizeof *c->tensors);
+        if (!c->tensors) {
+            json_decref(index);
+            return ff_fail(e, FF_EIO, "out of memory");
+        }
         size_t k = 0;
         for (size_t f = 0; f < c->nfiles; f++)
             for (size_t i = 0; i < c->files[f].ntensors; i++) {

@@ -85,7 +85,9 @@ static int cmp_begin(const void *a, const void *b)
     return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
-/* Overlapping tensors would alias each other's bytes: refuse them. */
+/* Overlapping tensors would alias each other's bytes: refuse them. Sorted
+ * neighbours are not enough (an empty tensor between two overlapping ones
+ * hides them), so every tensor is compared with the furthest end seen. */
 static int check_overlap(st_file *f, ff_err *e)
 {
     if (f->ntensors < 2)
@@ -97,12 +99,16 @@ static int check_overlap(st_file *f, ff_err *e)
         by[i] = &f->tensors[i];
     qsort(by, f->ntensors, sizeof *by, cmp_begin);
     int rc = FF_OK;
-    for (size_t i = 1; i < f->ntensors; i++) {
-        if (by[i]->begin < by[i - 1]->end && by[i]->end > by[i]->begin) {
-            rc = ff_fail(e, FF_EIO, "%s: tensor %s overlaps tensor %s", f->path, by[i]->name,
-                         by[i - 1]->name);
+    const st_tensor *furthest = NULL;
+    for (size_t i = 0; i < f->ntensors; i++) {
+        if (by[i]->end == by[i]->begin)
+            continue;   /* an empty tensor holds no bytes to alias */
+        if (furthest && by[i]->begin < furthest->end) {
+            rc = ff_fail(e, FF_EIO, "%s: tensor %s overlaps tensor %s", f->path, by[i]->name, furthest->name);
             break;
         }
+        if (!furthest || by[i]->end > furthest->end)
+            furthest = by[i];
     }
     free(by);
     return rc;

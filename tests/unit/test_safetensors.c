@@ -82,6 +82,26 @@ static void test_overlap(void)
     CHECK(open_fails_with(p, "overlaps", NULL));
 }
 
+/* A [0,100), empty B [10,10), C [50,60): sorted neighbours are A-B and B-C,
+ * neither overlapping, so only a running maximum end sees C inside A. */
+static void test_overlap_hidden_by_empty_tensor(void)
+{
+    const char *p = write_st("overlap-empty.safetensors",
+                             "{\"A\":{\"dtype\":\"U8\",\"shape\":[100],\"data_offsets\":[0,100]},"
+                             "\"B\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[10,10]},"
+                             "\"C\":{\"dtype\":\"U8\",\"shape\":[10],\"data_offsets\":[50,60]}}", 0, 100);
+    CHECK(open_fails_with(p, "C overlaps tensor A", NULL));
+    /* the same layout without the overlap (C after A) still opens */
+    p = write_st("empty-ok.safetensors",
+                 "{\"A\":{\"dtype\":\"U8\",\"shape\":[100],\"data_offsets\":[0,100]},"
+                 "\"B\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[10,10]},"
+                 "\"C\":{\"dtype\":\"U8\",\"shape\":[10],\"data_offsets\":[100,110]}}", 0, 110);
+    st_file f;
+    ff_err e = {0};
+    CHECK(st_open(&f, p, &e) == FF_OK);
+    st_close(&f);
+}
+
 static void test_bad_json_and_fields(void)
 {
     CHECK(open_fails_with(write_st("json.safetensors", "{\"a\": [1,", 0, 0), "bad JSON", NULL));
@@ -162,6 +182,7 @@ int main(void)
     RUN(test_truncated);
     RUN(test_header_lies);
     RUN(test_overlap);
+    RUN(test_overlap_hidden_by_empty_tensor);
     RUN(test_bad_json_and_fields);
     RUN(test_write_read_back);
     RUN(test_index_mismatch);
