@@ -1,6 +1,9 @@
 #include "cliopt.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <strings.h>
 
@@ -99,7 +102,7 @@ int cli_parse_size(const char *s, double *bytes)
 {
     char *end;
     double v = strtod(s, &end);
-    if (end == s || v < 0)
+    if (end == s || !isfinite(v) || v < 0)
         return -1;
     static const struct { const char *suf; double mul; } k[] = {
         {"", 1}, {"B", 1}, {"K", 1e3}, {"KB", 1e3}, {"M", 1e6}, {"MB", 1e6}, {"G", 1e9},
@@ -112,4 +115,61 @@ int cli_parse_size(const char *s, double *bytes)
             return 0;
         }
     return -1;
+}
+
+int cli_int(const cli_args *a, const char *name, long long lo, long long hi, long long *out, ff_err *e)
+{
+    const char *v = cli_get(a, name);
+    if (!v)
+        return FF_OK;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || errno == ERANGE || x < lo || x > hi)
+        return ff_fail(e, FF_EUSAGE, "%s: '%s' is not an integer in [%lld, %lld]", name, v, lo, hi);
+    *out = x;
+    return FF_OK;
+}
+
+int cli_real(const cli_args *a, const char *name, double lo, double hi, double *out, ff_err *e)
+{
+    const char *v = cli_get(a, name);
+    if (!v)
+        return FF_OK;
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || !isfinite(x) || x < lo || x > hi)
+        return ff_fail(e, FF_EUSAGE, "%s: '%s' is not a number in [%g, %g]", name, v, lo, hi);
+    *out = x;
+    return FF_OK;
+}
+
+int cli_size(const cli_args *a, const char *name, double lo, double hi, double *out, ff_err *e)
+{
+    const char *v = cli_get(a, name);
+    double x;
+    if (!v)
+        return FF_OK;
+    if (cli_parse_size(v, &x) || x < lo || x > hi)
+        return ff_fail(e, FF_EUSAGE, "%s: '%s' is not a size in [%g, %g] bytes (e.g. 5GB, 500MB, 4GiB)", name, v,
+                       lo, hi);
+    *out = x;
+    return FF_OK;
+}
+
+int cli_threads(const cli_args *a, int *out, ff_err *e)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long long n = 0, hi = 8 * (cpus > 0 ? cpus : 1);
+    int rc = cli_int(a, "--threads", 1, hi, &n, e);
+    *out = (int)n;
+    return rc;
+}
+
+int cli_shard_size(const cli_args *a, uint64_t *out, ff_err *e)
+{
+    double sz = 5e9;
+    int rc = cli_size(a, "--shard-size", 1e3, 1e15, &sz, e);
+    *out = (uint64_t)sz;
+    return rc;
 }

@@ -3,6 +3,7 @@
 #ifndef FF_CLIOPT_H
 #define FF_CLIOPT_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "ff_err.h"
@@ -42,7 +43,18 @@ const char *cli_get(const cli_args *a, const char *name);
 int cli_flag(const cli_args *a, const char *name);
 /* Iterates repeated options: *it starts at 0. */
 const char *cli_next(const cli_args *a, const char *name, int *it);
-/* Parses sizes like "5GB", "4GiB", "512MB", "1e9" into bytes. */
+/* Parses sizes like "5GB", "4GiB", "512MB", "1e9" into bytes (finite, >= 0). */
 int cli_parse_size(const char *s, double *bytes);
+
+/* Strict numeric options: the whole text must be the number, finite and in
+ * [lo, hi], else one usage line naming the option (exit 2). An absent
+ * option leaves *out as it was (the default). */
+int cli_int(const cli_args *a, const char *name, long long lo, long long hi, long long *out, ff_err *e);
+int cli_real(const cli_args *a, const char *name, double lo, double hi, double *out, ff_err *e);
+int cli_size(const cli_args *a, const char *name, double lo, double hi, double *out, ff_err *e);
+/* --threads: 1 .. 8 x the CPUs online (0 = all cores when absent). */
+int cli_threads(const cli_args *a, int *out, ff_err *e);
+/* --shard-size: 1 kB .. 1 PB, default 5 GB. */
+int cli_shard_size(const cli_args *a, uint64_t *out, ff_err *e);
 
 #endif

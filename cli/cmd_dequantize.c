@@ -28,12 +28,9 @@ int cmd_dequantize(const cli_args *args)
 {
     const cli_args a = *args;
     ff_err e = {0};
-    double sz = 5e9;
-    if (cli_get(&a, "--shard-size") && (cli_parse_size(cli_get(&a, "--shard-size"), &sz) || sz < 1)) {
-        ff_fail(&e, FF_EUSAGE, "--shard-size: not a size: %s", cli_get(&a, "--shard-size"));
+    dequant_opts o = {.force = cli_flag(&a, "--force")};
+    if (cli_shard_size(&a, &o.shard_size, &e))
         return cmd_report("dequantize", &e);
-    }
-    dequant_opts o = {.shard_size = (uint64_t)sz, .force = cli_flag(&a, "--force")};
     int rc = dequantize_run(a.pos[0], a.pos[1], &o, &e);
     if (rc)
         return cmd_report("dequantize", &e);

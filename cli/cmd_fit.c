@@ -36,25 +36,19 @@ const cli_spec fit_spec = {
     options, 1, 1, NULL,
 };
 
+/* Sizes are bytes up to 1 PB; counts are positive and bounded so that no
+ * product in the KV arithmetic overflows 64 bits. */
 static int get_size(const cli_args *a, const char *name, double *dst, ff_err *e)
 {
-    const char *v = cli_get(a, name);
-    if (v && cli_parse_size(v, dst))
-        return ff_fail(e, FF_EUSAGE, "%s: not a size: %s", name, v);
-    return FF_OK;
+    return cli_size(a, name, 0, 1e15, dst, e);
 }
 
 static int get_int(const cli_args *a, const char *name, int64_t *dst, ff_err *e)
 {
-    const char *v = cli_get(a, name);
-    if (!v)
-        return FF_OK;
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (*end || end == v || x <= 0)
-        return ff_fail(e, FF_EUSAGE, "%s: not a positive integer: %s", name, v);
-    *dst = x;
-    return FF_OK;
+    long long v = *dst;
+    int rc = cli_int(a, name, 1, 1ll << 40, &v, e);
+    *dst = v;
+    return rc;
 }
 
 static int opts_from_cli(const cli_args *a, fit_opts *o, ff_err *e)
@@ -67,17 +61,16 @@ static int opts_from_cli(const cli_args *a, fit_opts *o, ff_err *e)
     if (!rc) rc = get_size(a, "--encoder-reserve", &o->enc_reserve, e);
     if (!rc) rc = get_int(a, "--context", &o->context, e);
     if (!rc) rc = get_int(a, "--max-seqs", &seqs, e);
+    if (!rc && seqs > (1 << 20))
+        rc = ff_fail(e, FF_EUSAGE, "--max-seqs: '%lld' is more than %d", (long long)seqs, 1 << 20);
     if (!rc) rc = get_int(a, "--batched-tokens", &o->batched_tokens, e);
     if (!rc) rc = get_int(a, "--block-size", &o->block_size, e);
     if (rc)
         return rc;
     o->max_seqs = (int)seqs;
-    const char *u = cli_get(a, "--utilization");
-    if (u) {
-        char *end;
-        o->utilization = strtod(u, &end);
-        if (*end || o->utilization <= 0 || o->utilization > 1)
-            return ff_fail(e, FF_EUSAGE, "--utilization: a fraction in (0, 1]: %s", u);
+    if (cli_get(a, "--utilization")) {
+        if (cli_real(a, "--utilization", 1e-6, 1, &o->utilization, e))
+            return e->code;
         if (o->gpu_total <= 0)
             return ff_fail(e, FF_EUSAGE, "--utilization needs --gpu-total");
     }

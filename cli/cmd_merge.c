@@ -40,17 +40,15 @@ static int parse(const cli_args *a, merge_opts *j, ff_err *e)
     j->allow_ignored = cli_flag(a, "--lora-allow-ignored");
     j->force = cli_flag(a, "--force");
     j->shard_size = 5000000000ull;
-    const char *dt = cli_get(a, "--dtype"), *sc = cli_get(a, "--schema"), *ss = cli_get(a, "--shard-size");
+    const char *dt = cli_get(a, "--dtype"), *sc = cli_get(a, "--schema");
     if (dt && strcmp(dt, "bf16") != 0)
         return ff_fail(e, FF_EUSAGE, "--dtype: only bf16 is supported, not %s", dt);
     if (sc && strcmp(sc, "legacy") && strcmp(sc, "per-layer"))
         return ff_fail(e, FF_EUSAGE, "--schema must be legacy or per-layer, not \"%s\"", sc);
     j->schema = !sc ? DOCTOR_SCHEMA_KEEP : !strcmp(sc, "legacy") ? DOCTOR_SCHEMA_LEGACY : DOCTOR_SCHEMA_PER_LAYER;
-    double sz;
-    if (ss && (cli_parse_size(ss, &sz) || sz < 1))
-        return ff_fail(e, FF_EUSAGE, "--shard-size: not a size: %s", ss);
-    if (ss)
-        j->shard_size = (uint64_t)sz;
+    int rc = cli_shard_size(a, &j->shard_size, e);
+    if (rc)
+        return rc;
     if (j->chat_template && !fs_exists(j->chat_template))
         return ff_fail(e, FF_EUSAGE, "--chat-template: %s does not exist", j->chat_template);
     return FF_OK;

@@ -33,18 +33,12 @@ const cli_spec probe_spec = {
     options, 1, 1, NULL,
 };
 
-/* Parses a positive number option; returns 0 on success. */
+/* A non-negative number option, bounded to a day (seconds) or a million
+ * (tokens): past that a typo, not a wish. */
 static int num_opt(const cli_args *a, const char *name, double dflt, double *out, ff_err *e)
 {
-    const char *s = cli_get(a, name);
-    char *end;
     *out = dflt;
-    if (!s)
-        return 0;
-    *out = strtod(s, &end);
-    if (*end || end == s || *out < 0)
-        return ff_fail(e, FF_EUSAGE, "%s: '%s' is not a non-negative number", name, s);
-    return 0;
+    return cli_real(a, name, 0, 1e6, out, e);
 }
 
 static int fill_opts(const cli_args *a, probe_opts *o, ff_err *e)

@@ -82,18 +82,11 @@ int cmd_quantize(const cli_args *args)
         ff_fail(&e, FF_EUSAGE, "missing OUT_DIR (usage: fp4forge quantize IN_DIR OUT_DIR)");
         return cmd_report("quantize", &e);
     }
-    quant_opts o = {.threads = 0, .shard_size = 5000000000ull};
-    if (cli_get(&a, "--threads"))
-        o.threads = atoi(cli_get(&a, "--threads"));
-    double sz;
-    if (cli_get(&a, "--shard-size")) {
-        if (cli_parse_size(cli_get(&a, "--shard-size"), &sz) || sz < 1) {
-            ff_fail(&e, FF_EUSAGE, "--shard-size: not a size: %s", cli_get(&a, "--shard-size"));
-            return cmd_report("quantize", &e);
-        }
-        o.shard_size = (uint64_t)sz;
-    }
+    quant_opts o = {.threads = 0};
+    if (cli_threads(&a, &o.threads, &e) || cli_shard_size(&a, &o.shard_size, &e))
+        return cmd_report("quantize", &e);
     o.kernel = cli_get(&a, "--kernel");
+    o.input_dir = a.pos[0];
     o.force = cli_flag(&a, "--force");
     o.progress = !cli_flag(&a, "--quiet") && isatty(2);
 

@@ -57,19 +57,6 @@ const cli_spec synth_spec = {
     options, 1, 1, presets_help,
 };
 
-static int set_int(const cli_args *a, const char *name, long long *dst, ff_err *e)
-{
-    const char *v = cli_get(a, name);
-    if (!v)
-        return FF_OK;
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (*end || end == v || x < 0)
-        return ff_fail(e, FF_EUSAGE, "synth: %s: not a non-negative integer: %s", name, v);
-    *dst = x;
-    return FF_OK;
-}
-
 /* Flag -> field table, so every geometry flag is parsed the same way. */
 #define INT_FIELD(flag, field) {flag, offsetof(synth_geom, field), sizeof(((synth_geom *)0)->field)}
 static const struct { const char *flag; size_t off, size; } k_fields[] = {
@@ -86,7 +73,9 @@ static int apply_flags(const cli_args *a, synth_geom *g, ff_err *e)
 {
     for (size_t i = 0; i < sizeof k_fields / sizeof *k_fields; i++) {
         long long v = -1;
-        int rc = set_int(a, k_fields[i].flag, &v, e);
+        /* geometry fits an int (or int64 for widths); the family checks sense */
+        long long hi = k_fields[i].size == sizeof(int) ? (1ll << 30) : (1ll << 40);
+        int rc = cli_int(a, k_fields[i].flag, 0, hi, &v, e);
         if (rc)
             return rc;
         if (v < 0)
@@ -118,14 +107,9 @@ int cmd_synth(const cli_args *args)
         return cmd_report("synth", &e);
     if (apply_flags(&a, &g, &e))
         return cmd_report("synth", &e);
-    double shard = 5e9;
-    if (cli_get(&a, "--shard-size") && (cli_parse_size(cli_get(&a, "--shard-size"), &shard) || shard < 1)) {
-        ff_fail(&e, FF_EUSAGE, "--shard-size: not a size: %s", cli_get(&a, "--shard-size"));
+    synth_opts so = {.force = cli_flag(&a, "--force"), .sparse = cli_flag(&a, "--sparse")};
+    if (cli_shard_size(&a, &so.shard_size, &e) || cli_threads(&a, &so.threads, &e))
         return cmd_report("synth", &e);
-    }
-    synth_opts so = {.shard_size = (uint64_t)shard, .force = cli_flag(&a, "--force"),
-                     .sparse = cli_flag(&a, "--sparse")};
-    so.threads = cli_get(&a, "--threads") ? atoi(cli_get(&a, "--threads")) : 0;
     if (synth_write(fam, &g, a.pos[0], &so, &e))
         return cmd_report("synth", &e);
     printf("fp4forge synth: %s (%s, %d layers, hidden %lld%s, %.3f GB bf16)\n", a.pos[0], arch, g.layers,

@@ -28,14 +28,10 @@ const cli_spec verify_spec = {
     options, 1, 1, NULL,
 };
 
+/* Thresholds: any finite number (a relative error, an SNR in dB). */
 static int num_opt(const cli_args *a, const char *name, double *v, ff_err *e)
 {
-    const char *s = cli_get(a, name);
-    char *end;
-    if (!s)
-        return 0;
-    *v = strtod(s, &end);
-    return *end ? ff_fail(e, FF_EUSAGE, "%s: not a number: %s", name, s) : 0;
+    return cli_real(a, name, -1e9, 1e9, v, e);
 }
 
 int cmd_verify(const cli_args *args)

@@ -1,21 +1,25 @@
 #include "commands.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "writer.h"
+
 const ff_command ff_commands[] = {
-    {&synth_spec, cmd_synth, "write a synthetic bf16 checkpoint with a family's real names and geometry"},
-    {&plan_spec, cmd_plan, "print what quantize would do (headers only) and check its invariants"},
-    {&quantize_spec, cmd_quantize, "bf16 checkpoint -> NVFP4A16 (compressed-tensors nvfp4-pack-quantized)"},
-    {&dequantize_spec, cmd_dequantize, "NVFP4 checkpoint -> bf16 checkpoint, exactly as compressed-tensors decompresses"},
-    {&inspect_spec, cmd_inspect, "tensor table by family, shards, architecture class, quantization_config"},
-    {&verify_spec, cmd_verify, "check a quantized output (decode, scales, ignore list, aux files; --against SRC)"},
-    {&diff_spec, cmd_diff, "compare two checkpoints family by family (refuses mismatched classes)"},
-    {&doctor_spec, cmd_doctor, "find (and --fix) config drift, missing aux files, tokenizer truncation"},
-    {&merge_spec, cmd_merge, "merge a PEFT LoRA adapter into a bf16 checkpoint"},
-    {&fit_spec, cmd_fit, "will this checkpoint serve on this GPU at this context?"},
-    {&probe_spec, cmd_probe, "gate a served OpenAI-compatible endpoint (NaN logprobs, empty output)"},
-    {NULL, NULL, NULL},
+    {&synth_spec, cmd_synth, "write a synthetic bf16 checkpoint with a family's real names and geometry", 0},
+    {&plan_spec, cmd_plan, "print what quantize would do (headers only) and check its invariants", -1},
+    {&quantize_spec, cmd_quantize, "bf16 checkpoint -> NVFP4A16 (compressed-tensors nvfp4-pack-quantized)", 1},
+    {&dequantize_spec, cmd_dequantize, "NVFP4 checkpoint -> bf16 checkpoint, exactly as compressed-tensors decompresses", 1},
+    {&inspect_spec, cmd_inspect, "tensor table by family, shards, architecture class, quantization_config", -1},
+    {&verify_spec, cmd_verify, "check a quantized output (decode, scales, ignore list, aux files; --against SRC)", -1},
+    {&diff_spec, cmd_diff, "compare two checkpoints family by family (refuses mismatched classes)", -1},
+    {&doctor_spec, cmd_doctor, "find (and --fix) config drift, missing aux files, tokenizer truncation", -1},
+    {&merge_spec, cmd_merge, "merge a PEFT LoRA adapter into a bf16 checkpoint", 2},
+    {&fit_spec, cmd_fit, "will this checkpoint serve on this GPU at this context?", -1},
+    {&probe_spec, cmd_probe, "gate a served OpenAI-compatible endpoint (NaN logprobs, empty output)", -1},
+    {NULL, NULL, NULL, -1},
 };
 
 const ff_command *ff_command_find(const char *name)
@@ -24,6 +28,40 @@ const ff_command *ff_command_find(const char *name)
         if (strcmp(c->spec->cmd, name) == 0)
             return c;
     return NULL;
+}
+
+/* An interrupted write leaves nothing behind: SIGINT, SIGTERM and SIGHUP are
+ * blocked in every thread and taken by one thread, which removes this run's
+ * staging folder and then lets the signal end the process as it would have
+ * (exit status 128 + signal). */
+typedef struct interrupt_guard {
+    const char *out_dir;
+    sigset_t set;
+} interrupt_guard;
+
+static void *await_interrupt(void *arg)
+{
+    interrupt_guard *g = arg;
+    int sig;
+    if (sigwait(&g->set, &sig) != 0)
+        return NULL;
+    ckpt_writer_discard(g->out_dir);
+    signal(sig, SIG_DFL);
+    pthread_sigmask(SIG_UNBLOCK, &g->set, NULL);
+    raise(sig);
+    return NULL;
+}
+
+static void guard_interrupts(interrupt_guard *g, const char *out_dir)
+{
+    g->out_dir = out_dir;
+    sigemptyset(&g->set);
+    sigaddset(&g->set, SIGINT);
+    sigaddset(&g->set, SIGTERM);
+    sigaddset(&g->set, SIGHUP);
+    pthread_t t;
+    if (pthread_sigmask(SIG_BLOCK, &g->set, NULL) == 0 && pthread_create(&t, NULL, await_interrupt, g) == 0)
+        pthread_detach(t);
 }
 
 int ff_command_dispatch(const ff_command *c, int argc, char **argv)
@@ -36,6 +74,9 @@ int ff_command_dispatch(const ff_command *c, int argc, char **argv)
         cli_print_help(c->spec, stdout);
         return 0;
     }
+    static interrupt_guard guard;   /* lives until the process ends */
+    if (c->out_pos >= 0 && c->out_pos < a.npos)
+        guard_interrupts(&guard, a.pos[c->out_pos]);
     return c->run(&a);
 }
 

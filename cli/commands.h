@@ -15,6 +15,7 @@ typedef struct ff_command {
     const cli_spec *spec;
     ff_command_fn run;
     const char *summary;      /* one line for `fp4forge --help` */
+    int out_pos;              /* the positional that names the output folder; -1: none */
 } ff_command;
 
 #define FF_DECLARE_COMMAND(name)        \

@@ -41,6 +41,7 @@ typedef struct doctor_report {
     char *dir;
     doctor_finding *f;
     size_t n, cap;
+    size_t lost;              /* findings dropped for want of memory: the run fails */
     char **backups;           /* backup files written by doctor_fix */
     size_t nbackups;
 } doctor_report;

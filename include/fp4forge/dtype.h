@@ -21,6 +21,9 @@ const char *ff_dtype_name(ff_dtype t);
 size_t ff_dtype_size(ff_dtype t);
 /* The float types a weight may be quantized from. */
 int ff_dtype_is_quantizable(ff_dtype t);
+/* Index of the first NaN or infinity in n elements of a float dtype
+ * (bf16, f16, f32, f64; fp8 e4m3 NaN), or -1 (also for integer dtypes). */
+int64_t ff_first_nonfinite(ff_dtype t, const void *data, uint64_t n);
 
 static inline float ff_bf16_to_f32(uint16_t h)
 {

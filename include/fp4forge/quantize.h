@@ -27,6 +27,7 @@ typedef struct quant_opts {
     int progress;             /* draw a progress bar on stderr */
     int force;                /* replace an existing OUT_DIR */
     const quant_source *source; /* NULL: every byte comes from the input */
+    const char *input_dir;    /* the user's input when the checkpoint read is a doctor shadow (may be NULL) */
 } quant_opts;
 
 typedef struct quant_stats {

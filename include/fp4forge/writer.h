@@ -15,8 +15,14 @@
 
 typedef struct ckpt_writer ckpt_writer;
 
-/* Refuses an existing OUT unless force. NULL with e filled on failure. */
-ckpt_writer *ckpt_writer_begin(const char *out_dir, int force, ff_err *e);
+/* Refuses an existing OUT unless force, and an OUT that is, contains or lies
+ * inside one of `inputs` (NULL-terminated, may be NULL). NULL with e filled
+ * on failure. */
+ckpt_writer *ckpt_writer_begin(const char *out_dir, int force, const char *const *inputs, ff_err *e);
+/* Removes what this process stages for out_dir (the staging folder and a
+ * doctor shadow beside it): for a program interrupted by a signal. Not
+ * async-signal-safe: call it from a thread that waited for the signal. */
+void ckpt_writer_discard(const char *out_dir);
 /* The staging folder: files written here travel with the checkpoint. */
 const char *ckpt_writer_dir(const ckpt_writer *w);
 /* Assigns the tensors to shards of about shard_size bytes (a tensor never

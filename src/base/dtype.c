@@ -119,3 +119,24 @@ float ff_round_to(ff_dtype t, float f)
     default: return f;
     }
 }
+
+/* Exponent all ones is NaN or infinity: checked on the bits, so one pass
+ * over an embedding costs what reading it costs. */
+int64_t ff_first_nonfinite(ff_dtype t, const void *data, uint64_t n)
+{
+    const uint8_t *b = data;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t bits;
+        switch (t) {
+        case FF_DT_BF16: { uint16_t h; memcpy(&h, b + 2 * i, 2); bits = (h & 0x7f80u) == 0x7f80u; break; }
+        case FF_DT_F16: { uint16_t h; memcpy(&h, b + 2 * i, 2); bits = (h & 0x7c00u) == 0x7c00u; break; }
+        case FF_DT_F32: { uint32_t w; memcpy(&w, b + 4 * i, 4); bits = (w & 0x7f800000u) == 0x7f800000u; break; }
+        case FF_DT_F64: { uint64_t w; memcpy(&w, b + 8 * i, 8); bits = (w & 0x7ff0000000000000ull) == 0x7ff0000000000000ull; break; }
+        case FF_DT_F8_E4M3: bits = (b[i] & 0x7fu) == 0x7fu; break;
+        default: return -1;
+        }
+        if (bits)
+            return (int64_t)i;
+    }
+    return -1;
+}

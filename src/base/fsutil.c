@@ -1,6 +1,7 @@
 #include "fsutil.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -163,34 +164,169 @@ void fs_free_list(char **list, size_t n)
     free(list);
 }
 
-int fs_stage_begin(fs_stage *s, const char *out_dir, int force, ff_err *e)
+/* OUT without trailing slashes, malloc'd. */
+static char *trim_slashes(const char *path)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    return strndup(path, n);
+}
+
+char *fs_stage_path(const char *out_dir)
+{
+    char *out = trim_slashes(out_dir);
+    if (!out)
+        return NULL;
+    size_t n = strlen(out) + 32;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s.partial-%ld", out, (long)getpid());
+    free(out);
+    return p;
+}
+
+char *fs_shadow_path(const char *out_dir)
+{
+    char *out = trim_slashes(out_dir);
+    if (!out)
+        return NULL;
+    size_t n = strlen(out) + 32;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s.doctor-%ld", out, (long)getpid());
+    free(out);
+    return p;
+}
+
+/* The canonical absolute form of a path that may not exist yet: its
+ * parent's realpath plus its own name. */
+static char *canonical(const char *path)
+{
+    char *r = realpath(path, NULL);
+    if (r)
+        return r;
+    char *copy = trim_slashes(path);
+    if (!copy)
+        return NULL;
+    char *slash = strrchr(copy, '/');
+    const char *name = slash ? slash + 1 : copy;
+    char *parent = slash ? realpath(slash == copy ? "/" : (*slash = 0, copy), NULL) : realpath(".", NULL);
+    char *out = NULL;
+    if (parent) {
+        size_t n = strlen(parent) + strlen(name) + 2;
+        out = malloc(n);
+        if (out)
+            snprintf(out, n, "%s%s%s", parent, strcmp(parent, "/") ? "/" : "", name);
+    }
+    free(parent);
+    free(copy);
+    return out;
+}
+
+/* Is `inner` the same as, or below, `outer` (both canonical)? */
+static int is_within(const char *outer, const char *inner)
+{
+    size_t n = strlen(outer);
+    return strncmp(outer, inner, n) == 0 && (inner[n] == 0 || inner[n] == '/' || strcmp(outer, "/") == 0);
+}
+
+static int check_not_input(const char *out_dir, const char *const *inputs, ff_err *e)
+{
+    char *out = canonical(out_dir);
+    if (!out)
+        return ff_fail(e, FF_EIO, "%s: cannot resolve the output folder: %s", out_dir, strerror(errno));
+    int rc = FF_OK;
+    for (size_t i = 0; inputs && inputs[i] && rc == FF_OK; i++) {
+        char *in = canonical(inputs[i]);
+        if (in && is_within(out, in))
+            rc = ff_fail(e, FF_EUSAGE, "%s: the output folder %s the input folder %s; refusing (the input is "
+                         "never written or replaced)", out_dir, strcmp(out, in) ? "contains" : "is", inputs[i]);
+        else if (in && is_within(in, out))
+            rc = ff_fail(e, FF_EUSAGE, "%s: the output folder lies inside the input folder %s; refusing (the input "
+                         "is never written)", out_dir, inputs[i]);
+        free(in);
+    }
+    free(out);
+    return rc;
+}
+
+int fs_stage_collect_stale(const char *out_dir)
+{
+    char *out = trim_slashes(out_dir);
+    if (!out)
+        return 0;
+    char *slash = strrchr(out, '/');
+    const char *name = slash ? slash + 1 : out;
+    char *dir = slash ? strndup(out, (size_t)(slash - out + (slash == out))) : strdup(".");
+    DIR *d = dir ? opendir(dir) : NULL;
+    size_t nl = strlen(name);
+    int removed = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        const char *s = de->d_name;
+        if (strncmp(s, name, nl) || strncmp(s + nl, ".partial-", 9))
+            continue;
+        char *end;
+        long pid = strtol(s + nl + 9, &end, 10);
+        if (*end || end == s + nl + 9 || pid <= 0 || pid == (long)getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;   /* alive (or not ours to judge): a concurrent run */
+        char *p = fs_join(dir, s);
+        if (p && fs_rm_rf(p) == 0)
+            removed++;
+        free(p);
+    }
+    if (d)
+        closedir(d);
+    free(dir);
+    free(out);
+    return removed;
+}
+
+int fs_stage_begin(fs_stage *s, const char *out_dir, int force, const char *const *inputs, ff_err *e)
 {
     memset(s, 0, sizeof *s);
-    size_t n = strlen(out_dir);
-    while (n > 1 && out_dir[n - 1] == '/')
-        n--;
-    s->final_dir = strndup(out_dir, n);
-    if (!s->final_dir)
+    s->force = force;
+    s->final_dir = trim_slashes(out_dir);
+    s->tmp_dir = fs_stage_path(out_dir);
+    if (!s->final_dir || !s->tmp_dir)
         return ff_fail(e, FF_EIO, "out of memory");
+    int rc = check_not_input(s->final_dir, inputs, e);
+    if (rc)
+        return rc;
     if (fs_exists(s->final_dir) && !force)
         return ff_fail(e, FF_EIO, "%s: already exists (refusing to overwrite; pass --force)",
                        s->final_dir);
-    char buf[4200];
-    snprintf(buf, sizeof buf, "%s.partial-%ld", s->final_dir, (long)getpid());
-    s->tmp_dir = strdup(buf);
-    if (!s->tmp_dir)
-        return ff_fail(e, FF_EIO, "out of memory");
+    fs_stage_collect_stale(s->final_dir);
     fs_rm_rf(s->tmp_dir);
     return fs_mkdir_p(s->tmp_dir, e);
 }
 
 int fs_stage_commit(fs_stage *s, ff_err *e)
 {
+    if (renameat2(AT_FDCWD, s->tmp_dir, AT_FDCWD, s->final_dir, RENAME_NOREPLACE) == 0)
+        return FF_OK;
+    if (errno == EEXIST && !s->force)
+        return ff_fail(e, FF_EIO, "%s: appeared while this run was in progress (another run into the same "
+                       "folder?); it was left as it is and this output discarded", s->final_dir);
+    if (errno == EEXIST) {
+        /* one step: the new output in place, the old one in the staging name */
+        if (renameat2(AT_FDCWD, s->tmp_dir, AT_FDCWD, s->final_dir, RENAME_EXCHANGE) != 0)
+            return ff_fail(e, FF_EIO, "%s: cannot replace: %s", s->final_dir, strerror(errno));
+        fs_rm_rf(s->tmp_dir);
+        return FF_OK;
+    }
+    if (errno != EINVAL && errno != ENOSYS)
+        return ff_fail(e, FF_EIO, "%s: cannot rename into place: %s", s->final_dir, strerror(errno));
+    /* a file system without renameat2 flags: check, then rename */
+    if (fs_exists(s->final_dir) && !s->force)
+        return ff_fail(e, FF_EIO, "%s: appeared while this run was in progress; it was left as it is", s->final_dir);
     if (fs_exists(s->final_dir) && fs_rm_rf(s->final_dir) != 0)
         return ff_fail(e, FF_EIO, "%s: cannot replace: %s", s->final_dir, strerror(errno));
     if (rename(s->tmp_dir, s->final_dir) != 0)
-        return ff_fail(e, FF_EIO, "%s: cannot rename into place: %s", s->final_dir,
-                       strerror(errno));
+        return ff_fail(e, FF_EIO, "%s: cannot rename into place: %s", s->final_dir, strerror(errno));
     return FF_OK;
 }
 

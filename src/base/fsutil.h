@@ -23,14 +23,27 @@ char **fs_list_files(const char *dir, size_t *n, ff_err *e);
 void fs_free_list(char **list, size_t n);
 
 /* The staging folder for OUT: "OUT.partial-<pid>" next to it. Refuses if OUT
- * exists already (never overwrite) unless `force`. */
+ * exists already (never overwrite) unless `force`, and refuses an OUT that is,
+ * contains or lies inside one of `inputs` (NULL-terminated, may be NULL): the
+ * input is never written or replaced. Stale staging folders of OUT left by
+ * dead processes (kill -9, power loss) are removed first. */
 typedef struct fs_stage {
     char *final_dir;
     char *tmp_dir;
+    int force;
 } fs_stage;
-int fs_stage_begin(fs_stage *s, const char *out_dir, int force, ff_err *e);
-/* Renames tmp into place (after removing an old OUT when forced). */
+int fs_stage_begin(fs_stage *s, const char *out_dir, int force, const char *const *inputs, ff_err *e);
+/* Moves tmp into place atomically: without force it never replaces an OUT
+ * that appeared meanwhile (another run: this one fails and says so); with
+ * force the old OUT is swapped out in one step, then removed. */
 int fs_stage_commit(fs_stage *s, ff_err *e);
+/* "OUT.partial-<pid>" for this process (malloc'd): what a signal handler
+ * removes. */
+char *fs_stage_path(const char *out_dir);
+/* "OUT.doctor-<pid>": the shadow input quantize --fix repairs (malloc'd). */
+char *fs_shadow_path(const char *out_dir);
+/* Removes "OUT.partial-<pid>" folders whose process is gone; returns how many. */
+int fs_stage_collect_stale(const char *out_dir);
 /* Removes the temp folder: nothing half-written is left behind. */
 void fs_stage_abort(fs_stage *s);
 void fs_stage_free(fs_stage *s);

@@ -77,3 +77,19 @@ json_t *jsonio_path(const json_t *obj, const char *dotted)
     }
     return (json_t *)cur;
 }
+
+void jsonio_trim_utf8(char *s)
+{
+    size_t n = strlen(s), i = n;
+    size_t back = 0;
+    while (i > 0 && back < 4 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
+        i--, back++;                       /* continuation bytes at the end */
+    if (i == 0)
+        return;
+    unsigned char lead = (unsigned char)s[i - 1];
+    size_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+    if (lead >= 0xc0 && back + 1 < need)
+        s[i - 1] = 0;                      /* the lead byte's sequence is cut */
+    else if (lead < 0x80 && back)
+        s[i] = 0;                          /* stray continuation bytes */
+}

@@ -22,4 +22,9 @@ const char *jsonio_str(const json_t *obj, const char *key, const char *dflt);
 /* Follows a dotted path ("text_config.hidden_size"); NULL if missing. */
 json_t *jsonio_path(const json_t *obj, const char *dotted);
 
+/* Cuts a UTF-8 sequence left incomplete at the end of s (a message
+ * truncated to a fixed buffer): jansson refuses invalid UTF-8, so a cut
+ * message would otherwise vanish from JSON output. */
+void jsonio_trim_utf8(char *s);
+
 #endif

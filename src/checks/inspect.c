@@ -236,8 +236,10 @@ void insp_print(const insp *s, FILE *out)
             k->layers, k->experts, k->vision ? "present" : "absent");
     insp_row *sorted = malloc((s->nrows ? s->nrows : 1) * sizeof *sorted);
     if (sorted) {
-        memcpy(sorted, s->rows, s->nrows * sizeof *sorted);
-        qsort(sorted, s->nrows, sizeof *sorted, row_cmp);
+        if (s->nrows) {   /* rows is NULL for a shard with no tensors */
+            memcpy(sorted, s->rows, s->nrows * sizeof *sorted);
+            qsort(sorted, s->nrows, sizeof *sorted, row_cmp);
+        }
         fprintf(out, "  %-10s %-8s %-22s %8s %14s\n", "family", "dtype", "suffix", "count", "bytes");
         for (size_t i = 0; i < s->nrows; i++)
             fprintf(out, "  %-10s %-8s %-22s %8lld %14llu\n", sorted[i].family,

@@ -97,6 +97,24 @@ static void check_decode(vctx *v)
     detail(v, "decode", "%zu quantized modules decoded", n);
 }
 
+/* Kept tensors (norms, embeddings, routers, towers) serve NaN as surely as a
+ * quantized weight: every float element is checked. */
+static void check_kept_finite(vctx *v)
+{
+    size_t n = 0;
+    check(v, "kept_finite");
+    for (size_t i = 0; i < v->q.ntensors; i++) {
+        const ckpt_tensor *t = &v->q.tensors[i];
+        if (dq_part(&v->q, t->st->name) != DQ_PART_NONE)
+            continue;   /* decode checks the quantized modules */
+        int64_t bad = ff_first_nonfinite(t->st->dtype, ckpt_data(&v->q, t), st_numel(t->st));
+        n++;
+        if (bad >= 0)
+            fail_item(v, "kept_finite", "%s: element %lld is NaN or infinite", t->st->name, (long long)bad);
+    }
+    detail(v, "kept_finite", "%zu kept tensors scanned", n);
+}
+
 /* ---- quantization_config ---------------------------------------------- */
 
 static void check_qconfig(vctx *v)
@@ -546,6 +564,7 @@ int verify_run(const char *out_dir, const verify_opts *o, json_t **result, ff_er
         return rc;
     }
     check_decode(&v);
+    check_kept_finite(&v);
     check_qconfig(&v);
     check_fused(&v);
     check_guarded(&v);

@@ -17,8 +17,14 @@ void doctor_add(doctor_report *r, const char *code, const char *file, int layer,
                 const char *fmt, ...)
 {
     if (r->n == r->cap) {
-        r->cap = r->cap ? 2 * r->cap : 16;
-        r->f = realloc(r->f, r->cap * sizeof *r->f);
+        size_t cap = r->cap ? 2 * r->cap : 16;
+        doctor_finding *grown = realloc(r->f, cap * sizeof *r->f);
+        if (!grown) {
+            r->lost++;    /* reported: a report that silently lost a finding would read clean */
+            return;
+        }
+        r->f = grown;
+        r->cap = cap;
     }
     doctor_finding *f = &r->f[r->n++];
     memset(f, 0, sizeof *f);
@@ -29,6 +35,7 @@ void doctor_add(doctor_report *r, const char *code, const char *file, int layer,
     va_start(ap, fmt);
     vsnprintf(f->msg, sizeof f->msg, fmt, ap);
     va_end(ap);
+    jsonio_trim_utf8(f->msg);
 }
 
 void doctor_note(doctor_finding *f, int fixed, const char *fmt, ...)
@@ -39,6 +46,7 @@ void doctor_note(doctor_finding *f, int fixed, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(f->note, sizeof f->note, fmt, ap);
     va_end(ap);
+    jsonio_trim_utf8(f->note);
 }
 
 /* tokenizer_config.json often stores transformers' "no limit" sentinel
@@ -127,6 +135,8 @@ int doctor_check(const char *dir, const doctor_opts *o, doctor_report *r, ff_err
         for (const ff_doctor_check *chk = checks_of(&c); *chk; chk++)
             (*chk)(&c, r);
     dctx_close(&c);
+    if (rc == FF_OK && r->lost)
+        rc = ff_fail(e, FF_EIO, "out of memory: %zu findings could not be recorded", r->lost);
     return rc;
 }
 

@@ -43,9 +43,9 @@ int doctor_input_prepare(doctor_input *d, const char *in_dir, const char *out_di
     int rc = doctor_gate(in_dir, 0, NULL, fix ? NULL : out, e);
     if (rc != FF_EDOCTOR || !fix)
         return rc;
-    char buf[4200];
-    snprintf(buf, sizeof buf, "%s.doctor-%ld", out_dir, (long)getpid());
-    d->shadow = strdup(buf);
+    d->shadow = fs_shadow_path(out_dir);
+    if (!d->shadow)
+        return ff_fail(e, FF_EIO, "out of memory");
     fs_rm_rf(d->shadow);
     rc = build_shadow(in_dir, d->shadow, e);
     if (!rc)

@@ -175,7 +175,7 @@ int synth_write(const ff_family *fam, const synth_geom *g, const char *out_dir, 
     }
     ckpt_writer *w = NULL;
     ff_pool *pool = NULL;
-    if (!rc && !(w = ckpt_writer_begin(out_dir, o->force, e)))
+    if (!rc && !(w = ckpt_writer_begin(out_dir, o->force, NULL, e)))
         rc = e->code;
     if (!rc)
         rc = ckpt_writer_layout(w, outs, l.n, o->shard_size, e);

@@ -70,6 +70,9 @@ static int parse_entry(st_file *f, const char *name, json_t *v, st_tensor *t,
                        "%s: tensor %s: data ends at %llu but the file has only %llu data bytes "
                        "(truncated file or lying header)",
                        p, name, (unsigned long long)t->end, (unsigned long long)data_len);
+    if (numel > UINT64_MAX / ff_dtype_size(t->dtype))
+        return ff_fail(e, FF_EIO, "%s: tensor %s: %llu %s elements overflow a 64-bit byte count", p, name,
+                       (unsigned long long)numel, dt);
     uint64_t want = numel * ff_dtype_size(t->dtype);
     if (t->end - t->begin != want)
         return ff_fail(e, FF_EIO, "%s: tensor %s: %s x %llu elements needs %llu bytes, header says %llu",
@@ -180,7 +183,12 @@ int st_open(st_file *f, const char *path, ff_err *e)
             return ff_fail(e, FF_EIO, "%s: cannot map: %s", path, strerror(errno));
         f->map = m;
     }
-    return read_header(f, e);
+    int rc = read_header(f, e);
+    /* the map outlives the descriptor: holding one per shard would hit the
+     * open-file limit on checkpoints of a thousand shards */
+    close(f->fd);
+    f->fd = -1;
+    return rc;
 }
 
 void st_close(st_file *f)

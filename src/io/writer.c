@@ -13,14 +13,24 @@ struct ckpt_writer {
     int laid_out, committed;
 };
 
-ckpt_writer *ckpt_writer_begin(const char *out_dir, int force, ff_err *e)
+void ckpt_writer_discard(const char *out_dir)
+{
+    char *paths[] = {fs_stage_path(out_dir), fs_shadow_path(out_dir)};
+    for (size_t i = 0; i < 2; i++) {
+        if (paths[i])
+            fs_rm_rf(paths[i]);
+        free(paths[i]);
+    }
+}
+
+ckpt_writer *ckpt_writer_begin(const char *out_dir, int force, const char *const *inputs, ff_err *e)
 {
     ckpt_writer *w = calloc(1, sizeof *w);
     if (!w) {
         ff_fail(e, FF_EIO, "out of memory");
         return NULL;
     }
-    if (fs_stage_begin(&w->stage, out_dir, force, e)) {
+    if (fs_stage_begin(&w->stage, out_dir, force, inputs, e)) {
         fs_stage_free(&w->stage);
         free(w);
         return NULL;

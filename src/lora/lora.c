@@ -11,6 +11,8 @@
 #include "jsonio.h"
 
 #define PEFT_PREFIX "base_model.model."
+/* far above any adapter people train, far below an int64 cast's limit */
+#define LORA_MAX_RANK 65536
 
 /* Config keys that ask for something a plain W + s*B@A merge cannot give:
  * refused up front instead of merged wrong. `bad` says when a value asks. */
@@ -68,12 +70,44 @@ static int check_config(const lora_adapter *l, const char *path, ff_err *e)
     return FF_OK;
 }
 
-/* Python regex (what PEFT matches with) to POSIX ERE, for what adapter
- * configs use: \d \w \s classes and (?: groups. */
-static regex_t *compile_py(const char *fmt, const char *py, regex_t *rx)
+/* glibc's regcomp unrolls counted repetitions into automaton copies, so a
+ * short pattern like ((a{1,99}){1,99}){1,99} takes gigabytes to compile.
+ * Adapter configs are untrusted input: refuse patterns whose unrolled size
+ * (length times every counted repetition's bound) is large, and long ones. */
+#define PATTERN_MAX_LEN 1024
+#define PATTERN_MAX_UNROLLED 100000.0
+
+static int pattern_too_costly(const char *py)
 {
     size_t n = strlen(py);
+    if (n > PATTERN_MAX_LEN)
+        return 1;
+    double cost = (double)(n ? n : 1);
+    for (const char *p = strchr(py, '{'); p; p = strchr(p + 1, '{')) {
+        char *end;
+        double lo = strtod(p + 1, &end), hi = lo;
+        if (*end == ',')
+            hi = end[1] == '}' ? lo : strtod(end + 1, &end);
+        if (hi > lo)
+            lo = hi;
+        cost *= lo > 1 ? lo : 1;
+        if (cost > PATTERN_MAX_UNROLLED)
+            return 1;
+    }
+    return 0;
+}
+
+/* Python regex (what PEFT matches with) to POSIX ERE, for what adapter
+ * configs use: \d \w \s classes and (?: groups. NULL when the pattern is
+ * refused (too costly) or does not compile. */
+static regex_t *compile_py(const char *fmt, const char *py, regex_t *rx)
+{
+    if (pattern_too_costly(py))
+        return NULL;
+    size_t n = strlen(py);
     char *t = malloc(n * 12 + 1), *o = t;
+    if (!t)
+        return NULL;
     for (size_t i = 0; i < n; i++) {
         const char *rep = NULL;
         if (py[i] == '\\' && i + 1 < n)
@@ -93,18 +127,20 @@ static regex_t *compile_py(const char *fmt, const char *py, regex_t *rx)
     *o = 0;
     size_t m = strlen(fmt) + strlen(t) + 1;
     char *re = malloc(m);
-    snprintf(re, m, fmt, t);
-    int ok = regcomp(rx, re, REG_EXTENDED | REG_NOSUB) == 0;
+    if (re)
+        snprintf(re, m, fmt, t);
+    int ok = re && regcomp(rx, re, REG_EXTENDED | REG_NOSUB) == 0;
     free(re);
     free(t);
     return ok ? rx : NULL;
 }
 
+/* 1 hit, 0 miss, -1 the pattern is refused or invalid. */
 static int re_hit(const char *fmt, const char *py, const char *s)
 {
     regex_t rx;
     if (!compile_py(fmt, py, &rx))
-        return 0;
+        return -1;
     int hit = regexec(&rx, s, 0, NULL, 0) == 0;
     regfree(&rx);
     return hit;
@@ -115,7 +151,10 @@ int lora_pattern_lookup(const json_t *patterns, const char *module, double *val)
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)patterns, key, v) {
-        if (re_hit("^(.*\\.)?(%s)$", key, module) && json_is_number(v)) {
+        int hit = re_hit("^(.*\\.)?(%s)$", key, module);
+        if (hit < 0)
+            return -1;
+        if (hit && json_is_number(v)) {
             *val = json_number_value(v);
             return 1;
         }
@@ -124,14 +163,15 @@ int lora_pattern_lookup(const json_t *patterns, const char *module, double *val)
 }
 
 /* PEFT's target_modules: a string is a full-match regex ("all-linear" means
- * every Linear); a list names modules by their last dotted components. */
+ * every Linear); a list names modules by their last dotted components.
+ * 1 named, 0 not, -1 the regex is refused or invalid. */
 static int targeted(const json_t *tm, const char *module)
 {
     if (!tm || json_is_null(tm))
         return 1;
     if (json_is_string(tm)) {
         const char *s = json_string_value(tm);
-        return strcmp(s, "all-linear") == 0 || re_hit("^(%s)$", s, module);
+        return strcmp(s, "all-linear") == 0 ? 1 : re_hit("^(%s)$", s, module);
     }
     size_t i;
     json_t *v;
@@ -236,14 +276,31 @@ static int resolve_module(lora_adapter *l, lora_module *m, const char *path, ff_
     if (!m->a || !m->b)
         return ff_fail(e, FF_EIO, "%s: module %s has lora_%c but no lora_%c", path, m->module,
                        m->a ? 'A' : 'B', m->a ? 'B' : 'A');
-    if (!targeted(json_object_get(l->config, "target_modules"), m->module))
+    const char *cfg = "adapter_config.json";
+    int t = targeted(json_object_get(l->config, "target_modules"), m->module);
+    if (t < 0)
+        return ff_fail(e, FF_EIO, "%s/%s: target_modules is not a regular expression fp4forge can compile "
+                       "(invalid, longer than %d characters, or counted repetitions too large)", l->dir, cfg,
+                       PATTERN_MAX_LEN);
+    if (!t)
         return ff_fail(e, FF_EIO, "%s: module %s is not named by target_modules", path, m->module);
     json_t *ex = json_object_get(l->config, "exclude_modules");
-    if (ex && !json_is_null(ex) && targeted(ex, m->module))
+    t = ex && !json_is_null(ex) ? targeted(ex, m->module) : 0;
+    if (t < 0)
+        return ff_fail(e, FF_EIO, "%s/%s: exclude_modules is not a regular expression fp4forge can compile", l->dir, cfg);
+    if (t)
         return ff_fail(e, FF_EIO, "%s: module %s is in exclude_modules", path, m->module);
     double r = (double)l->r, alpha = l->alpha;
-    lora_pattern_lookup(json_object_get(l->config, "rank_pattern"), m->module, &r);
-    lora_pattern_lookup(json_object_get(l->config, "alpha_pattern"), m->module, &alpha);
+    if (lora_pattern_lookup(json_object_get(l->config, "rank_pattern"), m->module, &r) < 0 ||
+        lora_pattern_lookup(json_object_get(l->config, "alpha_pattern"), m->module, &alpha) < 0)
+        return ff_fail(e, FF_EIO, "%s/%s: a rank_pattern or alpha_pattern key is not a regular expression "
+                       "fp4forge can compile", l->dir, cfg);
+    /* PEFT builds the layer with int(r): a fractional or absurd rank cannot load there */
+    if (!(r >= 1 && r <= LORA_MAX_RANK && r == floor(r)))
+        return ff_fail(e, FF_EIO, "%s/%s: module %s: rank %g is not an integer in [1, %d]", l->dir, cfg,
+                       m->module, r, LORA_MAX_RANK);
+    if (!isfinite(alpha))
+        return ff_fail(e, FF_EIO, "%s/%s: module %s: lora_alpha is not finite", l->dir, cfg, m->module);
     m->r = (int64_t)r;
     m->alpha = alpha;
     if (m->a->st->shape[0] != m->r || m->b->st->shape[1] != m->r)
@@ -270,7 +327,7 @@ int lora_open(lora_adapter *l, const char *dir, ff_err *e)
         l->fan_in_fan_out = jsonio_bool(l->config, "fan_in_fan_out", 0);
         rc = ckpt_open(&l->ck, dir, 0, e);
         if (rc) {
-            memset(&l->ck, 0, sizeof l->ck);
+            ckpt_close(&l->ck);   /* a half-opened table holds maps and memory */
         } else if (l->ck.nfiles == 0) {
             rc = ff_fail(e, FF_EIO, "%s: no adapter_model.safetensors", dir);
         }

@@ -109,7 +109,8 @@ int merge_run(const merge_opts *j, FILE *report, ff_err *e)
     if (!rc && (fs_same(j->out_dir, j->base_dir) || fs_same(j->out_dir, j->adapter_dir)))
         rc = ff_fail(e, FF_EUSAGE, "%s: output folder is an input folder", j->out_dir);
     ckpt_writer *w = NULL;
-    if (!rc && !(w = ckpt_writer_begin(j->out_dir, j->force, e)))
+    const char *inputs[] = {j->base_dir, j->adapter_dir, NULL};
+    if (!rc && !(w = ckpt_writer_begin(j->out_dir, j->force, inputs, e)))
         rc = e->code;
     if (!rc)
         rc = write_tensors(&c, &l, w, j->shard_size, e);

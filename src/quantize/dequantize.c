@@ -138,7 +138,8 @@ int dequantize_run(const char *in, const char *out, const dequant_opts *o, ff_er
         rc = ff_fail(e, FF_EUSAGE, "%s: output folder is the input folder", out);
     if (!rc)
         rc = build_job(&c, &j, e);
-    if (!rc && !(w = ckpt_writer_begin(out, o->force, e)))
+    const char *inputs[] = {in, NULL};
+    if (!rc && !(w = ckpt_writer_begin(out, o->force, inputs, e)))
         rc = e->code;
     if (!rc)
         rc = ckpt_writer_layout(w, j.outs, j.n, o->shard_size, e);

@@ -96,9 +96,14 @@ static int compile_all(const char *const *res, int n, regex_t **out, int *ok, ff
     *out = calloc((size_t)(n ? n : 1), sizeof **out);
     if (!*out)
         return ff_fail(e, FF_EIO, "out of memory");
-    for (int i = 0; i < n; i++, (*ok)++)
-        if (regcomp(&(*out)[i], res[i], REG_EXTENDED | REG_NOSUB) != 0)
-            return ff_fail(e, FF_EUSAGE, "bad regular expression: %s", res[i]);
+    for (int i = 0; i < n; i++, (*ok)++) {
+        int rc = regcomp(&(*out)[i], res[i], REG_EXTENDED | REG_NOSUB);
+        if (rc != 0) {
+            char why[256];   /* REG_ESPACE (out of memory) is not a syntax error: say which */
+            regerror(rc, &(*out)[i], why, sizeof why);
+            return ff_fail(e, rc == REG_ESPACE ? FF_EIO : FF_EUSAGE, "regular expression %s: %s", res[i], why);
+        }
+    }
     return FF_OK;
 }
 

@@ -332,6 +332,14 @@ static int write_keep(const ckpt *c, const plan_item *it, const quant_source *qs
     if (qs && qs->load(qs->ctx, it->src, &buf, e))
         return e->code;
     const uint8_t *src = buf ? buf : ckpt_data(c, it->src);
+    /* a NaN in a kept tensor (a norm, an embedding, a router) serves NaN as
+     * surely as one in a quantized weight: refused the same way */
+    int64_t bad = ff_first_nonfinite(it->src->st->dtype, src, st_numel(it->src->st));
+    if (bad >= 0) {
+        free(buf);
+        return ff_fail(e, FF_EIO, "%s: tensor %s: element %lld is NaN or infinite (kept tensors are checked too)",
+                       ckpt_path(c, it->src), it->src->st->name, (long long)bad);
+    }
     int rc = out_write(&io->wc, ss, it->out, src, it->src->st->end - it->src->st->begin, e);
     free(buf);
     return rc;
@@ -392,7 +400,8 @@ int quantize_run(const ckpt *c, const plan *p, const char *out_dir, const quant_
         st->kernel = o->kernel;
     if (fs_same(out_dir, c->dir))
         return ff_fail(e, FF_EUSAGE, "%s: output folder is the input folder", out_dir);
-    ckpt_writer *w = ckpt_writer_begin(out_dir, o->force, e);
+    const char *inputs[] = {c->dir, o->input_dir, NULL};
+    ckpt_writer *w = ckpt_writer_begin(out_dir, o->force, inputs, e);
     if (!w)
         return e->code;
     double t0 = now();

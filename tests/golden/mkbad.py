@@ -1,5 +1,7 @@
 """Makes malformed copies of a good checkpoint folder (plain python3, no torch):
-truncated, header-lies, overlap, bad-json, nan-weight. Usage: mkbad.py GOOD OUTROOT"""
+truncated, header-lies, overlap, bad-json, nan-weight, nan-kept (a NaN in a norm
+that is copied, not quantized), numel-overflow, overlap-empty (an empty tensor
+hiding an overlap). Usage: mkbad.py GOOD OUTROOT"""
 import json, os, shutil, struct, sys
 
 good, root = sys.argv[1], sys.argv[2]
@@ -50,4 +52,26 @@ s, e = hdr[q]["data_offsets"]
 buf = bytearray(data)
 buf[s + 2:s + 4] = b"\xc0\x7f"          # bf16 NaN at element 1
 write(p, hdr, bytes(buf))
-print(q)
+
+d, p = variant("nan-kept")
+k = [n for n in names if n.endswith("input_layernorm.weight")][0]
+s2, e2 = hdr[k]["data_offsets"]
+buf = bytearray(data)
+buf[s2 + 4:s2 + 6] = b"\x80\x7f"       # bf16 +Inf at element 2 of a kept norm
+write(p, hdr, bytes(buf))
+
+d, p = variant("numel-overflow")
+h = dict(hdr)
+h["zz.overflow"] = {"dtype": "BF16", "shape": [2**62, 2], "data_offsets": [0, 0]}
+write(p, h, data)
+
+d, p = variant("overlap-empty")
+h = dict(hdr)
+big = max(names, key=lambda k: h[k]["data_offsets"][1] - h[k]["data_offsets"][0])
+s3, e3 = h[big]["data_offsets"]
+h["zz.empty"] = {"dtype": "BF16", "shape": [0], "data_offsets": [s3 + 10, s3 + 10]}
+inner = dict(h[k]); n2 = inner["data_offsets"][1] - inner["data_offsets"][0]
+inner["data_offsets"] = [s3 + 64, s3 + 64 + n2]
+h[k] = inner
+write(p, h, data)
+print(q, k)

@@ -75,8 +75,8 @@ then pass shards_and_index "$n shards"; else fail shards_and_index "$n shards"; 
 if cmp -s <(cd "$W/tiny-q" && ls) <(cd "$W/tiny-q" && ls) && [ -f "$W/tiny-q/model.safetensors" ]; then pass single_shard_no_index; else fail single_shard_no_index; fi
 
 # bad input: one-line error naming file (and tensor), non-zero exit, no output left
-nanq=$(python3 tests/golden/mkbad.py "$W/tiny" "$W/bad")
-for v in truncated header-lies overlap bad-json nan-weight; do
+read -r nanq nankept <<< "$(python3 tests/golden/mkbad.py "$W/tiny" "$W/bad")"
+for v in truncated header-lies overlap bad-json nan-weight nan-kept numel-overflow overlap-empty; do
     $FF quantize --quiet "$W/bad/$v" "$W/bad-out-$v" > "$W/bad-$v.out" 2>&1; rc=$?
     lines=$(wc -l < "$W/bad-$v.out")
     if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && grep -q "$W/bad/$v/model.safetensors" "$W/bad-$v.out" &&
@@ -85,9 +85,37 @@ for v in truncated header-lies overlap bad-json nan-weight; do
     else fail "bad_input_$v" "rc=$rc lines=$lines: $(head -2 "$W/bad-$v.out")"; fi
 done
 grep -q "tensor $nanq: element 1 is NaN" "$W/bad-nan-weight.out" && pass nan_names_tensor || fail nan_names_tensor
+grep -q "tensor $nankept: element 2 is NaN or infinite" "$W/bad-nan-kept.out" && pass nan_in_kept_tensor_names_it || fail nan_in_kept_tensor_names_it
+grep -q "overflow a 64-bit byte count" "$W/bad-numel-overflow.out" && pass numel_overflow_refused || fail numel_overflow_refused
+grep -q "overlaps tensor" "$W/bad-overlap-empty.out" && pass overlap_hidden_by_empty_refused || fail overlap_hidden_by_empty_refused
+# verify flags a NaN planted in a kept tensor of a finished output
+cp -r "$W/tiny-q" "$W/tiny-q-nan"
+python3 - "$W/tiny-q-nan/model.safetensors" "$nankept" <<'PY'
+import json, struct, sys
+p, name = sys.argv[1], sys.argv[2]
+b = bytearray(open(p, "rb").read()); n = struct.unpack("<Q", b[:8])[0]
+s = json.loads(b[8:8 + n])[name]["data_offsets"][0] + 8 + n
+b[s:s + 2] = b"\xc0\x7f"
+open(p, "wb").write(b)
+PY
+$FF verify "$W/tiny-q-nan" > "$W/verify-nan.out" 2>&1; rc=$?
+[ $rc -eq 6 ] && grep -q "FAIL kept_finite" "$W/verify-nan.out" && pass verify_nan_in_kept_tensor "rc=$rc" || fail verify_nan_in_kept_tensor "rc=$rc"
+# inspect on a shard that holds no tensors (memcpy from NULL was undefined)
+mkdir -p "$W/empty-shard" && cp "$W/tiny/config.json" "$W/empty-shard/"
+python3 -c 'import struct,sys; h=b"{}      "; open(sys.argv[1],"wb").write(struct.pack("<Q",len(h))+h)' "$W/empty-shard/model.safetensors"
+expect_rc inspect_empty_shard 0 $FF inspect "$W/empty-shard"
 expect_rc refuses_existing_output 1 $FF quantize --quiet "$W/tiny" "$W/tiny-q"
 expect_rc refuses_missing_input 1 $FF quantize --quiet "$W/does-not-exist" "$W/x"
 expect_rc refuses_bad_option 2 $FF quantize --frobnicate "$W/tiny" "$W/x"
+# numeric options are parsed strictly: a typo is a usage error, never "all cores" or a cast of NaN
+for bad in "--threads abc" "--threads -1" "--threads 1000000" "--threads 2x" "--shard-size nan" "--shard-size inf" \
+           "--shard-size 1e30" "--shard-size -5GB"; do
+    name=$(echo "$bad" | tr -c 'a-z0-9\n' '_')
+    expect_rc "strict_option$name" 2 $FF quantize $bad "$W/tiny" "$W/x"
+done
+expect_rc strict_option_synth_layers 2 $FF synth --layers -3 "$W/x"
+expect_rc strict_option_fit_context 2 $FF fit "$W/tiny" --context 1e3
+expect_rc strict_option_probe_timeout 2 $FF probe http://127.0.0.1:9 --timeout nan
 
 # the real tiny Gemma-4s saved by transformers 5.17: they lack processor files,
 # so quantize refuses (exit 4) until --fix gets them from a same-family folder

@@ -179,4 +179,15 @@ detect extra SHAPE_EXTRA_LAYER
 # bad input and usage
 "$FF" doctor "$D/nonexistent" >/dev/null 2>&1; [ $? -eq 1 ] && ok bad_input_exit_1 || no bad_input_exit_1
 "$FF" doctor "$BASE" --schema sideways >/dev/null 2>&1; [ $? -eq 2 ] && ok bad_schema_exit_2 || no bad_schema_exit_2
+# a finding whose message is cut at its buffer inside a UTF-8 character stays in --json
+"$FF" synth "$D/utf8" > /dev/null
+python3 - "$D/utf8/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["text_config"]["top_k"] = "a" + "\u00e9" * 300
+json.dump(c, open(sys.argv[1], "w"), ensure_ascii=False)
+PY
+"$FF" doctor "$D/utf8" --json > "$D/utf8.json" 2> /dev/null
+if python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if not j["clean"] and [f["code"] for f in j["findings"]] == ["CONFIG_STALE_KEY"] else 1)' "$D/utf8.json"; then
+    ok json_keeps_finding_cut_mid_utf8
+else no json_keeps_finding_cut_mid_utf8 "$(head -c 200 "$D/utf8.json")"; fi
 exit 0

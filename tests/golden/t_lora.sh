@@ -56,6 +56,18 @@ write("bias", TEXT, cfg={"bias": "all"})
 write("embed", TEXT, extra={"base_model.model.model.language_model.embed_tokens.lora_embedding_A": [4, 16]})
 write("untargeted", TEXT, cfg={"target_modules": ["q_proj"]})
 write("rankpat", TEXT, cfg={"rank_pattern": {"o_proj": 2}})
+# hardening (issue 17): absurd and fractional ranks, a regex that costs
+# gigabytes to compile, a tensor whose byte count overflows 64 bits
+write("rank_huge", TEXT, cfg={"rank_pattern": {"o_proj": 1e30}})
+write("rank_frac", TEXT, cfg={"rank_pattern": {"o_proj": 4.5}})
+write("regex_bomb", TEXT, cfg={"target_modules": "((a{1,99}){1,99}){1,99}|.*_proj"})
+write("overflow", TEXT)
+b2 = open(f"{W}/overflow/adapter_model.safetensors", "rb").read()
+h2 = json.loads(b2[8:8 + struct.unpack("<Q", b2[:8])[0]])
+end = max(v["data_offsets"][1] for v in h2.values())
+h2["base_model.model.huge.lora_A.weight"] = {"dtype": "BF16", "shape": [2**62, 2], "data_offsets": [end, end]}
+hj = json.dumps(h2).encode()
+open(f"{W}/overflow/adapter_model.safetensors", "wb").write(struct.pack("<Q", len(hj)) + hj + b2[8 + struct.unpack("<Q", b2[:8])[0]:])
 EOF
 
 # the good adapter merges, and the one pass equals quantizing the merged folder
@@ -110,6 +122,10 @@ gate bias bias "unsupported: bias \"all\""
 gate embedding embed "embedding LoRA"
 gate target_modules untargeted "is not named by target_modules"
 gate rank_pattern rankpat "o_proj: lora_A is \[4, .*config gives r = 2"
+gate rank_huge rank_huge "rank 1e\+30 is not an integer in \[1, 65536\]"
+gate rank_fractional rank_frac "rank 4.5 is not an integer in \[1, 65536\]"
+gate regex_bomb regex_bomb "target_modules is not a regular expression fp4forge can compile"
+gate shape_overflow overflow "huge.lora_A.weight: .* elements overflow a 64-bit byte count"
 
 # asked for: the vision module merges with --lora-allow-ignored
 if $FF merge "$W/base" "$W/vision" "$W/mv" --lora-allow-ignored > "$W/mv.out" 2>&1 && grep -q "merged 4/4" "$W/mv.out"; then
