@@ -1,6 +1,8 @@
 # fp4forge: one library (src/, public headers in include/fp4forge/), one thin
 # CLI (cli/) over it, tests under tests/. README "Layout" says what each folder holds.
 CC      ?= cc
+# The build folder; a second checkout user (a helper) builds beside with B=build-x.
+B       ?= build
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 OPT     ?= -O2 -g
@@ -15,7 +17,7 @@ CFLAGS  += $(CSTD) $(WARN) $(OPT) $(DEPS_CFLAGS) $(INC)
 
 SRC     := $(sort $(wildcard src/*/*.c src/*/*/*.c))
 HDR     := $(wildcard include/fp4forge/*.h src/*/*.h src/*/*/*.h)
-OBJ     := $(SRC:src/%.c=build/obj/%.o)
+OBJ     := $(SRC:src/%.c=$(B)/obj/%.o)
 # ar keeps members by file name: two library sources with one name would
 # silently replace each other in the archive.
 DUPNAMES := $(shell printf '%s\n' $(notdir $(SRC)) | sort | uniq -d)
@@ -25,71 +27,71 @@ CLIHDR  := $(wildcard cli/*.h)
 # The test build is the same code under ASan+UBSan, in its own folder so the
 # release objects never mix with instrumented ones.
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-TOBJ    := $(SRC:src/%.c=build/tobj/%.o)
+TOBJ    := $(SRC:src/%.c=$(B)/tobj/%.o)
 UNIT    := $(sort $(wildcard tests/unit/test_*.c))
-UNITBIN := $(UNIT:tests/unit/%.c=build/tests/%)
+UNITBIN := $(UNIT:tests/unit/%.c=$(B)/tests/%)
 
 .PHONY: all clean test unit golden conformance demo bench cuda
-all: build/fp4forge
+all: $(B)/fp4forge
 
-build/obj/%.o: src/%.c $(HDR)
+$(B)/obj/%.o: src/%.c $(HDR)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-build/libfp4forge.a: $(OBJ)
+$(B)/libfp4forge.a: $(OBJ)
 	ar rcs $@ $^
 
-build/fp4forge: $(CLISRC) $(CLIHDR) build/libfp4forge.a
-	$(CC) $(CFLAGS) -Icli $(CLISRC) build/libfp4forge.a $(LIBS) -o $@
+$(B)/fp4forge: $(CLISRC) $(CLIHDR) $(B)/libfp4forge.a
+	$(CC) $(CFLAGS) -Icli $(CLISRC) $(B)/libfp4forge.a $(LIBS) -o $@
 
-build/tobj/%.o: src/%.c $(HDR)
+$(B)/tobj/%.o: src/%.c $(HDR)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SAN) -c $< -o $@
 
-build/libfp4forge-san.a: $(TOBJ)
+$(B)/libfp4forge-san.a: $(TOBJ)
 	ar rcs $@ $^
 
-build/fp4forge-san: $(CLISRC) $(CLIHDR) build/libfp4forge-san.a
-	$(CC) $(CFLAGS) $(SAN) -Icli $(CLISRC) build/libfp4forge-san.a $(LIBS) -o $@
+$(B)/fp4forge-san: $(CLISRC) $(CLIHDR) $(B)/libfp4forge-san.a
+	$(CC) $(CFLAGS) $(SAN) -Icli $(CLISRC) $(B)/libfp4forge-san.a $(LIBS) -o $@
 
-build/tests/%: tests/unit/%.c tests/unit/unit.h build/libfp4forge-san.a
+$(B)/tests/%: tests/unit/%.c tests/unit/unit.h $(B)/libfp4forge-san.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(SAN) -Itests/unit $< build/libfp4forge-san.a $(LIBS) -o $@
+	$(CC) $(CFLAGS) $(SAN) -Itests/unit $< $(B)/libfp4forge-san.a $(LIBS) -o $@
 
-# Each tier records one line per check in build/results.txt; run_all.sh prints
+# Each tier records one line per check in $(B)/results.txt; run_all.sh prints
 # the closing 'N passed, N failed' line and fails if any check failed.
 unit: $(UNITBIN)
 	@bash tests/run_all.sh unit
 
-golden: build/fp4forge-san build/fp4forge
+golden: $(B)/fp4forge-san $(B)/fp4forge
 	@bash tests/run_all.sh golden
 
-conformance: build/fp4forge
+conformance: $(B)/fp4forge
 	@bash tests/run_all.sh conformance
 
 # Unit and golden tests run under the sanitizers; the conformance tier uses the
 # release binary because it pushes megabytes through the real peers.
-test: $(UNITBIN) build/fp4forge-san build/fp4forge
+test: $(UNITBIN) $(B)/fp4forge-san $(B)/fp4forge
 	@bash tests/run_all.sh unit golden conformance
 
-demo: build/fp4forge
-	@bash tools/demo.sh build/fp4forge
+demo: $(B)/fp4forge
+	@bash tools/demo.sh $(B)/fp4forge
 
-bench: build/fp4forge
+bench: $(B)/fp4forge
 	@bash bench/run
 
 clean:
-	rm -rf build
+	rm -rf $(B)
 
 # Optional GPU path (issue 8): the same bytes from a CUDA kernel, measured on
 # the H200 with cuda/run-device.sh. Needs nvcc; never part of `make test`.
 NVCC ?= nvcc
-build/cuda/nvfp4_cuda.o: cuda/nvfp4_cuda.cu cuda/nvfp4_cuda.h
+$(B)/cuda/nvfp4_cuda.o: cuda/nvfp4_cuda.cu cuda/nvfp4_cuda.h
 	@mkdir -p $(@D)
 	$(NVCC) -O3 -std=c++17 -arch=sm_90 -fmad=false -prec-div=true -c $< -o $@
 
-build/fp4forge-cuda-bench: cuda/cuda_bench.c build/cuda/nvfp4_cuda.o build/libfp4forge.a
-	$(CC) $(CFLAGS) -Icuda $< build/cuda/nvfp4_cuda.o build/libfp4forge.a $(LIBS) \
+$(B)/fp4forge-cuda-bench: cuda/cuda_bench.c $(B)/cuda/nvfp4_cuda.o $(B)/libfp4forge.a
+	$(CC) $(CFLAGS) -Icuda $< $(B)/cuda/nvfp4_cuda.o $(B)/libfp4forge.a $(LIBS) \
 	    -L$(dir $(shell which $(NVCC)))../lib64 -lcudart_static -ldl -lrt -lstdc++ -o $@
 
-cuda: build/fp4forge-cuda-bench
+cuda: $(B)/fp4forge-cuda-bench
