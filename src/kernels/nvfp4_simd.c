@@ -221,20 +221,23 @@ static T2 INL __m256i scales_256(__m256 amax, __m256 gsv, ff_dtype t, __m256 *ef
     return code;
 }
 
-/* Eight codes as i32 (comparison masks are -1, so subtracting counts). */
+/* Eight codes as i32: RNE onto the E2M1 grid exactly as codes_512 does
+ * (|y| < 1: rint(2|y|); else one mantissa bit rounded on the f32 bits,
+ * (bits >> 22) - 252 capped at 7, which also sends Inf/NaN to 7). The
+ * conversion rounds by MXCSR, which this program never changes from RNE. */
 static T2 INL __m256i codes8_256(__m256 x, __m256 eff)
 {
     __m256 y = _mm256_div_ps(x, eff), a = abs256(y);
-    __m256i m = _mm256_setzero_si256();
-#define STEP(th, pred) m = _mm256_sub_epi32(m, _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(th), pred)))
-    STEP(0.25f, _CMP_NLE_UQ);
-    STEP(0.75f, _CMP_NLT_UQ);
-    STEP(1.25f, _CMP_NLE_UQ);
-    STEP(1.75f, _CMP_NLT_UQ);
-    STEP(2.5f, _CMP_NLE_UQ);
-    STEP(3.5f, _CMP_NLT_UQ);
-    STEP(5.0f, _CMP_NLE_UQ);
-#undef STEP
+    __m256i u = _mm256_castps_si256(a);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 22), _mm256_set1_epi32(1));
+    /* (u + lsb + 0x1fffff) >> 22 - 252 with the constants folded: below 0.5
+     * the subtraction wraps, the shift leaves a large value, min gives 7 and
+     * the small-|y| path replaces it, exactly as before the fold */
+    u = _mm256_add_epi32(_mm256_add_epi32(u, lsb), _mm256_set1_epi32(0x1fffff - (252 << 22)));
+    __m256i m = _mm256_min_epu32(_mm256_srli_epi32(u, 22), _mm256_set1_epi32(7));
+    __m256 small = _mm256_cmp_ps(a, _mm256_set1_ps(1.0f), _CMP_LT_OQ);
+    __m256i ms = _mm256_cvtps_epi32(_mm256_add_ps(a, a));
+    m = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(m), _mm256_castsi256_ps(ms), small));
     __m256 neg = _mm256_cmp_ps(y, _mm256_setzero_ps(), _CMP_LT_OQ);
     return _mm256_or_si256(m, _mm256_and_si256(_mm256_castps_si256(neg), _mm256_set1_epi32(8)));
 }
@@ -252,12 +255,19 @@ static T2 INL void codes_256(__m256 x0, __m256 x1, __m256 eff, uint8_t *out)
     _mm_storel_epi64((__m128i *)out, _mm256_castsi256_si128(p));
 }
 
-static T2 INL float hmax_256(__m256 v)
+/* Max of each of 8 vectors, lane g of the result = max of a[g]: the
+ * transpose-reduce of max16_512 (unpack, shuffle, 128-bit lane swap), ~3
+ * ops a group instead of a horizontal reduction each. NaN-free inputs. */
+static T2 INL __m256 max8_256(const __m256 *a)
 {
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
-    return _mm_cvtss_f32(m);
+    __m256 c[4], d[2];
+    for (int p = 0; p < 4; p++)
+        c[p] = _mm256_max_ps(_mm256_unpacklo_ps(a[2 * p], a[2 * p + 1]), _mm256_unpackhi_ps(a[2 * p], a[2 * p + 1]));
+    for (int q = 0; q < 2; q++)
+        d[q] = _mm256_max_ps(_mm256_shuffle_ps(c[2 * q], c[2 * q + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(c[2 * q], c[2 * q + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* lanes now: d[0] = (g0 g1 g2 g3 | g0 g1 g2 g3) halves, d[1] the same for g4..g7 */
+    return _mm256_max_ps(_mm256_permute2f128_ps(d[0], d[1], 0x20), _mm256_permute2f128_ps(d[0], d[1], 0x31));
 }
 
 static T2 INL void row_256(const void *w, ff_dtype t, uint64_t base, uint64_t groups, __m256 gsv,
@@ -265,22 +275,87 @@ static T2 INL void row_256(const void *w, ff_dtype t, uint64_t base, uint64_t gr
 {
     for (uint64_t g0 = 0; g0 < groups; g0 += 8) {
         unsigned ng = groups - g0 < 8 ? (unsigned)(groups - g0) : 8;
-        float am[8] __attribute__((aligned(32))) = {0};
+        __m256 a[8];
+        /* max_ps(|x|, 0) turns a NaN lane into 0, as the scalar's
+         * `a > m ? a : m` ignores it; padding groups are 0 */
+        for (unsigned g = 0; g < 8; g++) {
+            uint64_t i = base + (g0 + g) * 16;
+            a[g] = g < ng ? _mm256_max_ps(_mm256_max_ps(abs256(load8_256(w, t, i)), _mm256_setzero_ps()),
+                                          abs256(load8_256(w, t, i + 8)))
+                          : _mm256_setzero_ps();
+        }
         float ef[8] __attribute__((aligned(32)));
         int32_t cd[8] __attribute__((aligned(32)));
-        for (unsigned g = 0; g < ng; g++) {
-            uint64_t i = base + (g0 + g) * 16;
-            __m256 a = _mm256_max_ps(abs256(load8_256(w, t, i)), _mm256_setzero_ps());
-            a = _mm256_max_ps(abs256(load8_256(w, t, i + 8)), a);
-            am[g] = hmax_256(a);
-        }
         __m256 eff;
-        _mm256_store_si256((__m256i *)cd, scales_256(_mm256_load_ps(am), gsv, t, &eff));
+        _mm256_store_si256((__m256i *)cd, scales_256(max8_256(a), gsv, t, &eff));
         _mm256_store_ps(ef, eff);
         for (unsigned g = 0; g < ng; g++) {
             uint64_t i = base + (g0 + g) * 16;
             sc[g0 + g] = (uint8_t)cd[g];
             codes_256(load8_256(w, t, i), load8_256(w, t, i + 8), _mm256_set1_ps(ef[g]), pk + (g0 + g) * 8);
+        }
+    }
+}
+
+/* bf16 in, split even/odd instead of widened: one 256-bit load is a whole
+ * group; x << 16 is the even elements as f32 and x & 0xffff0000 the odd
+ * ones, each in the same 32-bit lane as its pair partner, so a pair's byte
+ * is code(even) | code(odd) << 4 with no cross-lane widening or packing. */
+static T2 INL void split_bf16(const uint16_t *p, __m256 *even, __m256 *odd)
+{
+    __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    *even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    *odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+static T2 INL void codes_bf16_256(const uint16_t *p, __m256 eff, uint8_t *out)
+{
+    __m256 e, o;
+    split_bf16(p, &e, &o);
+    __m256i b = _mm256_or_si256(codes8_256(e, eff), _mm256_slli_epi32(codes8_256(o, eff), 4));
+    const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    b = _mm256_shuffle_epi8(b, pick);
+    _mm_storel_epi64((__m128i *)out, _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
+}
+
+static T2 INL void row_256_bf16(const uint16_t *w, uint64_t base, uint64_t groups, __m256 gsv, uint8_t *pk,
+                                uint8_t *sc)
+{
+    for (uint64_t g0 = 0; g0 < groups; g0 += 8) {
+        unsigned ng = groups - g0 < 8 ? (unsigned)(groups - g0) : 8;
+        __m256 a[8];
+        for (unsigned g = 0; g < 8; g++) {
+            __m256 e, o;
+            if (g >= ng) {
+                a[g] = _mm256_setzero_ps();
+                continue;
+            }
+            /* |x| of both halves in one AND, then split; NaN lanes become 0,
+             * as in row_256 */
+            __m256i v = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(w + base + (g0 + g) * 16)),
+                                         _mm256_set1_epi32(0x7fff7fff));
+            e = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+            o = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u)));
+            a[g] = _mm256_max_ps(o, _mm256_max_ps(e, _mm256_setzero_ps()));
+        }
+        float ef[8] __attribute__((aligned(32)));
+        int32_t cd[8] __attribute__((aligned(32)));
+        __m256 eff;
+        _mm256_store_si256((__m256i *)cd, scales_256(max8_256(a), gsv, FF_DT_BF16, &eff));
+        _mm256_store_ps(ef, eff);
+        if (ng == 8) {   /* eight e4m3 codes to eight bytes at once */
+            __m256i c = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)cd),
+                                            _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                             0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+            _mm_storel_epi64((__m128i *)(sc + g0),
+                             _mm_unpacklo_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1)));
+        } else {
+            for (unsigned g = 0; g < ng; g++)
+                sc[g0 + g] = (uint8_t)cd[g];
+        }
+        for (unsigned g = 0; g < ng; g++) {
+            codes_bf16_256(w + base + (g0 + g) * 16, _mm256_set1_ps(ef[g]), pk + (g0 + g) * 8);
         }
     }
 }
@@ -297,7 +372,10 @@ static T2 void rows_256_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row
 static T2 void rows_256_bf16(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
                              uint8_t *s)
 {
-    rows_256_t(w, FF_DT_BF16, c, r0, n, gs, p, s);
+    uint64_t groups = c / NVFP4_GROUP;
+    __m256 gsv = _mm256_set1_ps(gs);
+    for (uint64_t r = 0; r < n; r++)
+        row_256_bf16(w, (r0 + r) * c, groups, gsv, p + r * (c / 2), s + r * groups);
 }
 
 void nvfp4_quantize_rows_avx2(const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
