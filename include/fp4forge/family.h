@@ -18,6 +18,10 @@ typedef enum {
     ROLE_LINEAR,        /* 2-D [out, in] Linear weight: quantized */
     ROLE_EXPERTS_FUSED2,/* 3-D [E, 2I, H]: per expert, rows [0,I) and [I,2I) are two Linears */
     ROLE_EXPERTS_ONE,   /* 3-D [E, out, in]: per expert one Linear */
+    /* the same stored transposed, [E, in, 2I] and [E, in, out] (a bmm
+     * layout, Llama-4's): each expert's Linear is a column block, transposed */
+    ROLE_EXPERTS_FUSED2_T,
+    ROLE_EXPERTS_ONE_T,
 } ff_role;
 
 /* Why a kept tensor must never be quantized (plan refuses to, exit 3). */
@@ -38,12 +42,19 @@ typedef struct ff_rule {
      * class counts as Linear), so it is listed in ignore beside this one */
     int ignore_parent;
     int tower;                /* part of a vision/audio tower or its projector (fit --text-only) */
+    int expert;               /* a 2-D Linear of one expert (per-expert checkpoints): counted as experts */
     /* experts: output module names under "<parent>.<e>." */
     const char *expert_out[2];
 } ff_rule;
 
 /* Row helpers so a rule table reads at a glance. */
 #define FF_QUANT(re, grp, tie) {.regex = (re), .role = ROLE_LINEAR, .group = (grp), .linear = 1, .fuse = (tie)}
+/* One expert's own 2-D Linear (checkpoints that store experts one by one). */
+#define FF_EXPERT(re, tie) {.regex = (re), .role = ROLE_LINEAR, .group = "experts", .linear = 1, .fuse = (tie), .expert = 1}
+/* Fused 3-D experts, split into the per-expert names vLLM's loaders map. */
+#define FF_EXPERTS_FUSED(re, role_, a, b) {.regex = (re), .role = (role_), .group = "experts", .linear = 1, .expert_out = {(a), (b)}}
+/* A router (a Linear that must stay in its dtype: quantized, it serves NaN). */
+#define FF_ROUTER(re, parent_too) {.regex = (re), .role = ROLE_KEEP, .group = "router", .linear = 1, .guard = GUARD_ROUTER, .ignore_parent = (parent_too)}
 #define FF_KEEP(re, grp, grd) {.regex = (re), .role = ROLE_KEEP, .group = (grp), .guard = (grd)}
 #define FF_KEEP_LINEAR(re, grp, grd) {.regex = (re), .role = ROLE_KEEP, .group = (grp), .linear = 1, .guard = (grd)}
 #define FF_TOWER(re, grp, lin) {.regex = (re), .role = ROLE_KEEP, .group = (grp), .linear = (lin), .guard = GUARD_FIXED, .tower = 1}
@@ -109,7 +120,11 @@ typedef struct synth_geom {
     int64_t vision_hidden, vision_intermediate;
     int vision_heads;
     int legacy_schema;            /* the older config schema, where a family has two */
+    int64_t shared_intermediate;  /* shared expert MLP width; 0 = none */
+    int dense_layers;             /* leading dense (non-MoE) layers */
+    int mtp_layers;               /* multi-token-prediction layers after the last decoder layer */
     uint64_t seed;
+    char preset[32];              /* the --arch preset, for families with several */
 } synth_geom;
 
 struct synth_list;

@@ -16,6 +16,10 @@
 typedef struct plan_member {
     const ckpt_tensor *src;
     uint64_t row0, rows, cols;
+    /* a transposed expert: rows [row0, row0 + cols) of src seen as
+     * [numel/stride, stride] hold this Linear's columns [col0, col0 + rows) */
+    int transposed;
+    uint64_t col0, stride;
     char *module;           /* output module name: <module>.weight_packed ... */
     const char *family;
     size_t out;             /* index of its weight_packed in plan.outs (then scale, global) */
@@ -86,6 +90,12 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e);
 void plan_free(plan *p);
 /* Source bytes a unit reads. */
 uint64_t plan_unit_bytes_in(const plan *p, const plan_unit *u);
+/* The member's [rows, cols] weight in its source dtype: a pointer into
+ * `base` (the tensor's bytes: the map, or a producer's copy) when stored
+ * that way, else a malloc'd transposed copy returned in *owned (free it). */
+const uint8_t *plan_member_rows(const plan_member *m, const uint8_t *base, void **owned, ff_err *e);
+/* Source byte range [*lo, *hi) of the tensor a member reads, for read-ahead. */
+void plan_member_span(const plan_member *m, uint64_t *lo, uint64_t *hi);
 void plan_print(const plan *p, const ckpt *c, FILE *out);
 json_t *plan_to_json(const plan *p, const ckpt *c);
 

@@ -199,8 +199,8 @@ char *fs_shadow_path(const char *out_dir)
     return p;
 }
 
-/* The canonical absolute form of a path that may not exist yet: its
- * parent's realpath plus its own name. */
+/* The canonical absolute form of a path that may not exist yet: the
+ * realpath of its deepest existing ancestor plus the rest, as written. */
 static char *canonical(const char *path)
 {
     char *r = realpath(path, NULL);
@@ -209,17 +209,31 @@ static char *canonical(const char *path)
     char *copy = trim_slashes(path);
     if (!copy)
         return NULL;
-    char *slash = strrchr(copy, '/');
-    const char *name = slash ? slash + 1 : copy;
-    char *parent = slash ? realpath(slash == copy ? "/" : (*slash = 0, copy), NULL) : realpath(".", NULL);
+    size_t cut = strlen(copy);
+    char *base = NULL;
+    while (!base) {
+        while (cut > 0 && copy[cut - 1] != '/')
+            cut--;              /* back to the previous component */
+        if (cut == 0) {
+            base = realpath(".", NULL);
+            break;
+        }
+        char keep = copy[cut - 1];
+        copy[cut - 1] = 0;
+        base = realpath(cut == 1 ? "/" : copy, NULL);
+        copy[cut - 1] = keep;
+        if (!base)
+            cut--;
+    }
     char *out = NULL;
-    if (parent) {
-        size_t n = strlen(parent) + strlen(name) + 2;
+    if (base) {
+        const char *rest = copy + cut;
+        size_t n = strlen(base) + strlen(rest) + 2;
         out = malloc(n);
         if (out)
-            snprintf(out, n, "%s%s%s", parent, strcmp(parent, "/") ? "/" : "", name);
+            snprintf(out, n, "%s%s%s", base, strcmp(base, "/") ? "/" : "", rest);
     }
-    free(parent);
+    free(base);
     free(copy);
     return out;
 }

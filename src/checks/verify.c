@@ -156,7 +156,7 @@ static void tie_key(const vctx *v, const char *mod, char *key, size_t n)
     key[0] = 0;
     if (r && r->fuse)
         snprintf(key, n, "%.*s|%s", plen, mod, r->fuse);
-    else if (r && r->role == ROLE_EXPERTS_FUSED2 && r->expert_out[1])
+    else if (r && (r->role == ROLE_EXPERTS_FUSED2 || r->role == ROLE_EXPERTS_FUSED2_T) && r->expert_out[1])
         snprintf(key, n, "%.*s|%s", plen, mod, r->group);
 }
 
@@ -342,8 +342,10 @@ static void check_aux(vctx *v)
 
 /* Relative error and SNR of the bf16 decode (what compressed-tensors hands
  * the model) against the source rows it came from. */
-static void measure(vctx *v, const char *mod, const ckpt_tensor *src, uint64_t row0)
+static void measure(vctx *v, const plan_member *pm)
 {
+    const char *mod = pm->module;
+    const ckpt_tensor *src = pm->src;
     dq_module m;
     dq_stats st;
     ff_err e2 = {0};
@@ -351,9 +353,11 @@ static void measure(vctx *v, const char *mod, const ckpt_tensor *src, uint64_t r
         return;  /* the decode check names it */
     uint64_t n = m.rows * m.cols;
     float *d = malloc((n ? n : 1) * sizeof *d);
-    if (d && dq_decode(&v->q, &m, d, NULL, &st, &e2) == FF_OK && !st.nonfinite) {
+    void *owned = NULL;
+    const uint8_t *base = NULL;
+    if (d && dq_decode(&v->q, &m, d, NULL, &st, &e2) == FF_OK && !st.nonfinite &&
+        (base = plan_member_rows(pm, ckpt_data(&v->s, src), &owned, &e2)) != NULL) {
         ff_dtype t = src->st->dtype;
-        const uint8_t *base = ckpt_data(&v->s, src) + row0 * m.cols * ff_dtype_size(t);
         double se = 0, ss = 0;
         for (uint64_t i = 0; i < n; i++) {
             double x = ff_load_f32(base, t, i), y = ff_round_bf16(d[i]);
@@ -370,6 +374,7 @@ static void measure(vctx *v, const char *mod, const ckpt_tensor *src, uint64_t r
         json_object_set_new(r, "numel", json_integer((json_int_t)n));
         json_array_append_new(v->errors, r);
     }
+    free(owned);
     free(d);
     dq_module_free(&m);
 }
@@ -415,7 +420,9 @@ static void cover_direct(vctx *v, char *used, char *needs, size_t *nkept, size_t
             (*nkept)++;
         } else if (len > 7 && strcmp(name + len - 7, ".weight") == 0 && len - 7 < sizeof mod &&
                    (snprintf(mod, sizeof mod, "%.*s", (int)(len - 7), name), claim_module(v, mod, used))) {
-            measure(v, mod, st, 0);
+            plan_member whole = {.src = st, .rows = (uint64_t)st->st->shape[0],
+                                 .cols = st->st->ndim > 1 ? (uint64_t)st->st->shape[1] : 1, .module = mod};
+            measure(v, &whole);
             (*nquant)++;
         } else {
             needs[i] = 1;
@@ -435,7 +442,7 @@ static void cover_members(vctx *v, char *used, char *needs, size_t *nquant)
         if (!needs[si])
             continue;
         if (claim_module(v, m->module, used)) {
-            measure(v, m->module, m->src, m->row0);
+            measure(v, m);
             (*nquant)++;
             covered[si] = 1;
         } else {

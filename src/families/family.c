@@ -6,13 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const ff_family ff_family_gemma4, ff_family_llama;
+/* The family table: one entry a family, in detection order. Each names the
+ * ff_family ff_family_<name> its folder defines. */
+#define FF_FAMILY_TABLE(X) \
+    X(gemma4)              \
+    X(llama)
 
-const ff_family *const ff_families[] = {
-    &ff_family_gemma4,
-    &ff_family_llama,
-    NULL,
-};
+#define DECLARE_FAMILY(name) extern const ff_family ff_family_##name;
+#define LIST_FAMILY(name) &ff_family_##name,
+FF_FAMILY_TABLE(DECLARE_FAMILY)
+
+const ff_family *const ff_families[] = {FF_FAMILY_TABLE(LIST_FAMILY) NULL};
 
 const ff_family *ff_family_detect(const json_t *config)
 {

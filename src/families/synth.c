@@ -67,7 +67,9 @@ int synth_preset(const char *preset, const char *size, synth_geom *g, const ff_f
         ff_family_presets(known, sizeof known);
         return ff_fail(e, FF_EUSAGE, "unknown --arch %s (%s)", preset, known);
     }
-    return (*fam)->synth_preset(preset, size, g, e);
+    int rc = (*fam)->synth_preset(preset, size, g, e);
+    snprintf(g->preset, sizeof g->preset, "%s", preset);
+    return rc;
 }
 
 uint64_t synth_bytes(const ff_family *fam, const synth_geom *g)

@@ -194,7 +194,11 @@ static int add_keep(plan *p, const ckpt_tensor *t, const char *family, const dec
     return PUSH(p, items, it);
 }
 
-/* Quantizable shape: 2-D (or 3-D experts), in multiple of 16, float dtype. */
+static int role_transposed(ff_role r) { return r == ROLE_EXPERTS_FUSED2_T || r == ROLE_EXPERTS_ONE_T; }
+static int role_fused2(ff_role r) { return r == ROLE_EXPERTS_FUSED2 || r == ROLE_EXPERTS_FUSED2_T; }
+
+/* Quantizable shape: 2-D (or 3-D experts), in multiple of 16, float dtype.
+ * The input dimension is the last one, or the middle one when transposed. */
 static const char *unquantizable(const ckpt_tensor *t, ff_role role)
 {
     const st_tensor *s = t->st;
@@ -203,8 +207,10 @@ static const char *unquantizable(const ckpt_tensor *t, ff_role role)
     int want = role == ROLE_LINEAR ? 2 : 3;
     if (s->ndim != want)
         return want == 2 ? "not a 2-D Linear weight" : "not a 3-D fused expert tensor";
-    if (s->shape[s->ndim - 1] % NVFP4_GROUP != 0)
+    if (s->shape[role_transposed(role) ? 1 : s->ndim - 1] % NVFP4_GROUP != 0)
         return "input dimension is not a multiple of 16";
+    if (role_fused2(role) && s->shape[role_transposed(role) ? 2 : 1] % 2 != 0)
+        return "fused gate/up dimension is odd";
     return NULL;
 }
 
@@ -271,8 +277,10 @@ static int check_expert_shape(plan *p, const ckpt *c, const ckpt_tensor *t, ff_r
 {
     const int64_t *s = t->st->shape;
     const ff_expect *x = &p->expect;
-    int64_t want1 = role == ROLE_EXPERTS_FUSED2 ? 2 * x->expert_inter : x->hidden;
-    int64_t want2 = role == ROLE_EXPERTS_FUSED2 ? x->hidden : x->expert_inter;
+    /* [E, out, in] as stored, or [E, in, out] transposed */
+    int64_t out = role_fused2(role) ? 2 * x->expert_inter : x->hidden;
+    int64_t in = role_fused2(role) ? x->hidden : x->expert_inter;
+    int64_t want1 = role_transposed(role) ? in : out, want2 = role_transposed(role) ? out : in;
     if (s[0] != x->experts || s[1] != want1 || s[2] != want2) {
         char got[96];
         note(p->violations, &p->nviolations, "%s: tensor %s has shape %s, config implies [%lld, %lld, %lld]",
@@ -283,23 +291,42 @@ static int check_expert_shape(plan *p, const ckpt *c, const ckpt_tensor *t, ff_r
     return 0;
 }
 
-static int emit_experts(plan *p, const ckpt *c, const ckpt_tensor *t, const decision *d)
+/* One expert's Linear k (0 gate or the only one, 1 up) as a member. */
+static int add_expert_member(plan *p, const ckpt_tensor *t, const decision *d, const char *parent, uint64_t ex,
+                             size_t k)
 {
     const int64_t *s = t->st->shape;
-    int fused2 = d->role == ROLE_EXPERTS_FUSED2;
+    int fused2 = role_fused2(d->role);
+    uint64_t R = (uint64_t)s[1], C = (uint64_t)s[2];
+    char mod[1024];
+    snprintf(mod, sizeof mod, "%s.%llu.%s", parent, (unsigned long long)ex, d->rule->expert_out[k]);
+    if (!role_transposed(d->role)) {
+        uint64_t rows = fused2 ? R / 2 : R;
+        return add_member(p, t, ex * R + k * rows, rows, C, strdup(mod), d->rule->group);
+    }
+    /* [E, in, out]: the Linear is columns [col0, col0 + rows) of expert ex's [in, out] block */
+    uint64_t rows = fused2 ? C / 2 : C;
+    if (add_member(p, t, ex * R, rows, R, strdup(mod), d->rule->group))
+        return -1;
+    plan_member *m = &p->members[p->nmembers - 1];
+    m->transposed = 1;
+    m->col0 = k * rows;
+    m->stride = C;
+    return 0;
+}
+
+static int emit_experts(plan *p, const ckpt *c, const ckpt_tensor *t, const decision *d)
+{
     if (p->expect.experts && check_expert_shape(p, c, t, d->role))
         return 0;
-    uint64_t E = (uint64_t)s[0], R = (uint64_t)s[1], C = (uint64_t)s[2];
+    uint64_t E = (uint64_t)t->st->shape[0];
     char *parent = strip_suffix(t->st->name, strrchr(t->st->name, '.'));
     if (!parent)
         return -1;
     for (uint64_t ex = 0; ex < E; ex++) {
-        plan_unit u = {.first = p->nmembers, .count = fused2 ? 2 : 1};
+        plan_unit u = {.first = p->nmembers, .count = role_fused2(d->role) ? 2 : 1};
         for (size_t k = 0; k < u.count; k++) {
-            char mod[1024];
-            snprintf(mod, sizeof mod, "%s.%llu.%s", parent, (unsigned long long)ex, d->rule->expert_out[k]);
-            uint64_t rows = fused2 ? R / 2 : R;
-            if (add_member(p, t, ex * R + k * rows, rows, C, strdup(mod), d->rule->group)) {
+            if (add_expert_member(p, t, d, parent, ex, k)) {
                 free(parent);
                 return -1;
             }
@@ -315,8 +342,6 @@ static int emit_experts(plan *p, const ckpt *c, const ckpt_tensor *t, const deci
     return 0;
 }
 
-/* Forms units in tensor order: a fused group is emitted where its first
- * member stands, so the output stays in file order. */
 /* Does the checkpoint hold "<module>.weight"? */
 static int has_module_tensor(const ckpt *c, const char *module)
 {
@@ -337,7 +362,7 @@ static int emit(plan *p, const ckpt *c, decision *d, ff_err *e)
         const char *family = x->rule ? x->rule->group : "other";
         if (x->role == ROLE_KEEP) {
             rc = add_keep(p, t, family, x);
-        } else if (x->role == ROLE_EXPERTS_FUSED2 || x->role == ROLE_EXPERTS_ONE) {
+        } else if (x->role != ROLE_LINEAR) {
             rc = emit_experts(p, c, t, x);
         } else {
             plan_unit u = {.first = p->nmembers};
@@ -354,6 +379,8 @@ static int emit(plan *p, const ckpt *c, decision *d, ff_err *e)
                                 strdup(d[j].module), d[j].rule->group);
                 if (d[j].rule->guard == GUARD_ROUTER)
                     p->q_routers++;
+                else if (d[j].rule->role == ROLE_LINEAR && d[j].rule->expert)
+                    p->q_experts++;
                 else if (d[j].rule->role == ROLE_LINEAR)
                     p->q_dense++;
                 done[j] = 1;
@@ -496,4 +523,35 @@ uint64_t plan_unit_bytes_in(const plan *p, const plan_unit *u)
         n += m->rows * m->cols * ff_dtype_size(m->src->st->dtype);
     }
     return n;
+}
+
+const uint8_t *plan_member_rows(const plan_member *m, const uint8_t *base, void **owned, ff_err *e)
+{
+    size_t esz = ff_dtype_size(m->src->st->dtype);
+    *owned = NULL;
+    if (!m->transposed)
+        return base + m->row0 * m->cols * esz;
+    uint64_t bytes = m->rows * m->cols * esz;
+    uint8_t *t = malloc(bytes > 0 ? bytes : 1);
+    if (!t) {
+        ff_fail(e, FF_EIO, "out of memory transposing %s", m->module);
+        return NULL;
+    }
+    /* source row i of the expert block is input element i of every output row */
+    const uint8_t *blk = base + m->row0 * m->stride * esz;
+    for (uint64_t i = 0; i < m->cols; i++) {
+        const uint8_t *src = blk + (i * m->stride + m->col0) * esz;
+        for (uint64_t r = 0; r < m->rows; r++)
+            memcpy(t + (r * m->cols + i) * esz, src + r * esz, esz);
+    }
+    *owned = t;
+    return t;
+}
+
+void plan_member_span(const plan_member *m, uint64_t *lo, uint64_t *hi)
+{
+    size_t esz = ff_dtype_size(m->src->st->dtype);
+    uint64_t width = m->transposed ? m->stride : m->cols, nrows = m->transposed ? m->cols : m->rows;
+    *lo = m->src->st->begin + m->row0 * width * esz;
+    *hi = *lo + nrows * width * esz;
 }

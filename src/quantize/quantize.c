@@ -49,6 +49,8 @@ typedef struct unit_job {
     uint8_t **packed, **scales;  /* into the arena, not owned */
     uint64_t elems;           /* elements in the unit, to pick inline or pool */
     void **data;              /* per member: the quant_source's copy, or NULL */
+    const uint8_t **rows;     /* per member: its [rows, cols] weight (row 0) */
+    void **owned;             /* per member: a transposed copy behind rows, or NULL */
 } unit_job;
 
 /* Member k's source tensor: the producer's copy when it made one, else the map. */
@@ -57,6 +59,22 @@ static const uint8_t *member_base(const unit_job *j, size_t k)
     if (j->data && j->data[k])
         return j->data[k];
     return ckpt_data(j->c, j->p->members[j->u->first + k].src);
+}
+
+/* Points each member at its [rows, cols] weight (transposing stored-
+ * transposed experts into a copy), once per unit before the tasks run. */
+static int locate_members(unit_job *j, ff_err *e)
+{
+    j->rows = calloc(j->u->count, sizeof *j->rows);
+    j->owned = calloc(j->u->count, sizeof *j->owned);
+    if (!j->rows || !j->owned)
+        return ff_fail(e, FF_EIO, "out of memory quantizing %s", j->p->members[j->u->first].module);
+    for (size_t k = 0; k < j->u->count; k++) {
+        j->rows[k] = plan_member_rows(&j->p->members[j->u->first + k], member_base(j, k), &j->owned[k], e);
+        if (!j->rows[k])
+            return e->code;
+    }
+    return FF_OK;
 }
 
 static uint64_t task_rows(const unit_job *j, size_t t)
@@ -70,13 +88,15 @@ static void absmax_task(void *ctx, size_t t)
 {
     unit_job *j = ctx;
     const plan_member *m = &j->p->members[j->u->first + j->task_member[t]];
-    uint64_t row = m->row0 + j->task_row[t], n = task_rows(j, t) * m->cols;
+    uint64_t row = j->task_row[t], n = task_rows(j, t) * m->cols;
     size_t esz = ff_dtype_size(m->src->st->dtype);
-    const uint8_t *p = member_base(j, j->task_member[t]) + row * m->cols * esz;
+    const uint8_t *p = j->rows[j->task_member[t]] + row * m->cols * esz;
     uint64_t bad;
     j->task_bad[t] = UINT64_MAX;
+    /* the element index is the source tensor's (for a stored-transposed
+     * expert, the member's own) */
     if (nvfp4_absmax_fast(p, m->src->st->dtype, n, &j->task_amax[t], &bad))
-        j->task_bad[t] = row * m->cols + bad;
+        j->task_bad[t] = ((m->transposed ? 0 : m->row0) + row) * m->cols + bad;
 }
 
 static void quant_task(void *ctx, size_t t)
@@ -85,7 +105,7 @@ static void quant_task(void *ctx, size_t t)
     size_t k = j->task_member[t];
     const plan_member *m = &j->p->members[j->u->first + k];
     uint64_t r = j->task_row[t];
-    j->kernel(member_base(j, k), m->src->st->dtype, m->cols, m->row0 + r, task_rows(j, t), j->gs,
+    j->kernel(j->rows[k], m->src->st->dtype, m->cols, r, task_rows(j, t), j->gs,
               j->packed[k] + r * (m->cols / 2), j->scales[k] + r * (m->cols / NVFP4_GROUP));
 }
 
@@ -139,7 +159,11 @@ static void free_job(unit_job *j)
 {
     for (size_t k = 0; j->data && k < j->u->count; k++)
         free(j->data[k]);
+    for (size_t k = 0; j->owned && k < j->u->count; k++)
+        free(j->owned[k]);
     free(j->data);
+    free(j->owned);
+    free(j->rows);
     free(j->packed);
     free(j->scales);
     free(j->task_member);
@@ -199,9 +223,9 @@ static void span_item(span *s, const ckpt *c, const plan *p, const plan_item *it
     const plan_unit *u = &p->units[it->unit];
     for (size_t k = 0; k < u->count; k++) {
         const plan_member *m = &p->members[u->first + k];
-        uint64_t esz = ff_dtype_size(m->src->st->dtype), row_bytes = m->cols * esz;
-        uint64_t b = m->src->st->begin + m->row0 * row_bytes;
-        span_add(s, &c->files[m->src->file], b, b + m->rows * row_bytes);
+        uint64_t lo, hi;
+        plan_member_span(m, &lo, &hi);
+        span_add(s, &c->files[m->src->file], lo, hi);
     }
 }
 
@@ -294,7 +318,7 @@ static int write_unit(const ckpt *c, const plan *p, const plan_unit *u, ff_pool 
         free_job(&j);
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
     }
-    if ((rc = load_members(&j, qs, e)) != FF_OK) {
+    if ((rc = load_members(&j, qs, e)) != FF_OK || (rc = locate_members(&j, e)) != FF_OK) {
         free_job(&j);
         return rc;
     }

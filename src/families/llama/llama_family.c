@@ -6,6 +6,7 @@
  * compressed-tensors saves it; vLLM's loaders read it there. */
 #include <string.h>
 
+#include "decoder.h"
 #include "family.h"
 #include "jsonio.h"
 
@@ -48,40 +49,6 @@ static int llama_expect(const json_t *config, ff_expect *x, ff_err *e)
     return FF_OK;
 }
 
-/* Every layer attends fully unless the config turns on a sliding window
- * (Mistral's sliding_window; Qwen2/3's use_sliding_window from
- * max_window_layers on), as vLLM's per-layer KV spec does. head_dim defaults
- * to hidden / heads, as transformers' LlamaConfig does. */
-static int llama_geometry(const json_t *config, ff_geometry *g, ff_err *e)
-{
-    memset(g, 0, sizeof *g);
-    g->layers = llama_layers(config);
-    g->hidden = jsonio_int(config, "hidden_size", 0);
-    g->vocab = jsonio_int(config, "vocab_size", 0);
-    g->heads = (int)jsonio_int(config, "num_attention_heads", 0);
-    int kv = (int)jsonio_int(config, "num_key_value_heads", g->heads);
-    if (g->layers <= 0 || g->layers > FF_MAX_LAYERS || g->hidden <= 0 || g->heads <= 0 || kv <= 0)
-        return ff_fail(e, FF_EIO, "config.json: lacks num_hidden_layers, hidden_size or num_attention_heads");
-    int hd = (int)jsonio_int(config, "head_dim", g->hidden / g->heads);
-    int64_t inter = jsonio_int(config, "intermediate_size", 0);
-    int window = (int)jsonio_int(config, "sliding_window", 0);
-    int qwen_window = json_object_get(config, "use_sliding_window") != NULL;
-    int use_window = qwen_window ? jsonio_bool(config, "use_sliding_window", 0) : window > 0;
-    int from = use_window && qwen_window ? (int)jsonio_int(config, "max_window_layers", 0) : 0;
-    g->sliding_window = use_window ? window : 0;
-    g->tie_embeddings = jsonio_bool(config, "tie_word_embeddings", 0);
-    const json_t *types = json_object_get(config, "layer_types");
-    if (types && (!json_is_array(types) || (int)json_array_size(types) != g->layers))
-        return ff_fail(e, FF_EIO, "config.json: layer_types has %zu entries for %d layers", json_array_size(types),
-                       g->layers);
-    for (int i = 0; i < g->layers; i++) {
-        const char *type = types ? json_string_value(json_array_get(types, (size_t)i)) : NULL;
-        int full = type ? strcmp(type, "sliding_attention") != 0 : !(use_window && window > 0 && i >= from);
-        g->layer[i] = (ff_layer){.full = full, .head_dim = hd, .kv_heads = kv, .has_kv = 1, .intermediate = inter};
-    }
-    return FF_OK;
-}
-
 static const char *const llama_implicit_ignore[] = {"lm_head", NULL};
 
 const ff_family ff_family_llama = {
@@ -92,6 +59,6 @@ const ff_family ff_family_llama = {
     .nrules = sizeof llama_rules / sizeof *llama_rules,
     .expect = llama_expect,
     .dense_rule = "q/k/v/o plus gate/up/down in every layer",
-    .geometry = llama_geometry,
+    .geometry = ff_decoder_geometry,
     .implicit_ignore = llama_implicit_ignore,
 };

@@ -1,0 +1,33 @@
+/* What Llama-style decoders share, for the families built on one (Llama,
+ * Qwen, Mistral, Mixtral, GLM MoE...): the attention geometry read from a
+ * flat config.json, and the synthetic attention and config basics. Names of
+ * a family's own tensors stay in the family; these take the layer prefix. */
+#ifndef FF_DECODER_H
+#define FF_DECODER_H
+
+#include <jansson.h>
+
+#include "family.h"
+#include "synth_list.h"
+
+/* layers, hidden, heads, KV heads, head_dim (default hidden / heads), vocab,
+ * sliding windows (Mistral's sliding_window; Qwen's use_sliding_window from
+ * max_window_layers; layer_types when present), tied embeddings, and the
+ * dense MLP width on every layer. MoE fields are left to the family. */
+int ff_decoder_geometry(const json_t *config, ff_geometry *g, ff_err *e);
+
+/* q/k/v/o (+ q_norm/k_norm when qk_norm, + q/k/v biases when bias) and the
+ * two layer norms of decoder layer `layer` under `prefix` ("model.layers."). */
+void ff_decoder_synth_attention(synth_list *l, const synth_geom *g, const char *prefix, int layer, int qk_norm,
+                                int bias);
+/* A dense MLP: <prefix><layer>.<mlp>.{gate,up,down}_proj of width inter. */
+void ff_decoder_synth_mlp(synth_list *l, const synth_geom *g, const char *prefix, int layer, const char *mlp,
+                          int64_t inter);
+/* The config keys every decoder has (architectures, model_type, sizes). */
+json_t *ff_decoder_synth_config(const synth_geom *g, const char *model_type, const char *architecture);
+/* generation_config.json and tokenizer_config.json of a text-only model. */
+int ff_decoder_synth_aux(const char *dir, ff_err *e);
+/* The checks a decoder synth needs: sizes positive, widths multiples of 16. */
+int ff_decoder_synth_check(const synth_geom *g, ff_err *e);
+
+#endif
