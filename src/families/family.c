@@ -10,7 +10,8 @@
  * ff_family ff_family_<name> its folder defines. */
 #define FF_FAMILY_TABLE(X) \
     X(gemma4)              \
-    X(llama)
+    X(llama)               \
+    X(qwen_moe)
 
 #define DECLARE_FAMILY(name) extern const ff_family ff_family_##name;
 #define LIST_FAMILY(name) &ff_family_##name,
