@@ -11,7 +11,8 @@
 #define FF_FAMILY_TABLE(X) \
     X(gemma4)              \
     X(llama)               \
-    X(qwen_moe)
+    X(qwen_moe)            \
+    /* end of the table */
 
 #define DECLARE_FAMILY(name) extern const ff_family ff_family_##name;
 #define LIST_FAMILY(name) &ff_family_##name,
