@@ -12,6 +12,7 @@
     X(gemma4)              \
     X(llama)               \
     X(qwen_moe)            \
+    X(mixtral)             \
     /* end of the table */
 
 #define DECLARE_FAMILY(name) extern const ff_family ff_family_##name;
@@ -80,10 +81,11 @@ void ff_family_presets(char *buf, size_t n)
         }
 }
 
-int ff_matcher_init(ff_matcher *m, const ff_family *fam, ff_err *e)
+int ff_matcher_init(ff_matcher *m, const ff_family *fam, const json_t *config, ff_err *e)
 {
     memset(m, 0, sizeof *m);
     m->fam = fam;
+    m->config = config;
     m->re = calloc(fam->nrules, sizeof *m->re);
     if (!m->re)
         return ff_fail(e, FF_EIO, "out of memory");
@@ -107,6 +109,9 @@ void ff_matcher_free(ff_matcher *m)
 
 const ff_rule *ff_match(const ff_matcher *m, const char *name)
 {
+    const ff_rule *over = m->fam->override_rule && m->config ? m->fam->override_rule(m->config, name) : NULL;
+    if (over)
+        return over;
     for (size_t i = 0; i < m->n; i++)
         if (regexec(&m->re[i], name, 0, NULL, 0) == 0)
             return &m->fam->rules[i];

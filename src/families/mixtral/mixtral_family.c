@@ -1,0 +1,146 @@
+/* Mixtral (MixtralForCausalLM): Llama attention and a sparse MoE block on
+ * every layer, model.layers.N.block_sparse_moe.experts.E.{w1,w2,w3} (w1 the
+ * gate, w3 the up, w2 the down projection: vLLM loads them into w13/w2, so
+ * each expert's w1 and w3 share one global scale) and the router
+ * block_sparse_moe.gate, which never quantizes. transformers 5.17 saves this
+ * layout (checked by saving a tiny model). */
+#include <string.h>
+
+#include "decoder.h"
+#include "family.h"
+#include "jsonio.h"
+
+#define LM "^model\\.layers\\.[0-9]+\\."
+
+static const ff_rule mixtral_rules[] = {
+    FF_DENSE_ATTENTION_ROWS(LM),
+    FF_EXPERT(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w[13]\\.weight$", "w13"),
+    FF_EXPERT(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w2\\.weight$", NULL),
+    FF_ROUTER(LM "block_sparse_moe\\.gate\\.weight$", 0),
+    FF_KEEP("^model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
+    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
+    FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
+};
+
+static int mixtral_matches(const json_t *config)
+{
+    return strcmp(jsonio_str(config, "model_type", ""), "mixtral") == 0;
+}
+
+/* Every layer is sparse; the expert width is intermediate_size. */
+static int mixtral_geometry(const json_t *config, ff_geometry *g, ff_err *e)
+{
+    int rc = ff_decoder_geometry(config, g, e);
+    if (rc)
+        return rc;
+    g->experts = (int)jsonio_int(config, "num_local_experts", 0);
+    g->top_k = (int)jsonio_int(config, "num_experts_per_tok", 0);
+    g->moe_intermediate = jsonio_int(config, "intermediate_size", 0);
+    if (g->experts <= 0 || g->top_k <= 0 || g->moe_intermediate <= 0)
+        return ff_fail(e, FF_EIO, "config.json: lacks num_local_experts, num_experts_per_tok or intermediate_size");
+    g->moe = 1;
+    g->moe_layers = g->layers;
+    for (int i = 0; i < g->layers; i++)
+        g->layer[i].intermediate = 0;
+    return FF_OK;
+}
+
+static int mixtral_expect(const json_t *config, ff_expect *x, ff_err *e)
+{
+    ff_geometry g;
+    int rc = mixtral_geometry(config, &g, e);
+    if (rc)
+        return rc;
+    memset(x, 0, sizeof *x);
+    x->dense_linears = 4ll * g.layers;
+    x->moe_layers = g.layers;
+    x->experts = g.experts;
+    x->expert_linears = (int64_t)g.layers * g.experts * 3;
+    x->routers = g.layers;
+    x->expert_inter = g.moe_intermediate;
+    x->hidden = g.hidden;
+    return FF_OK;
+}
+
+static const ff_synth_preset mixtral_presets[] = {
+    {"mixtral", "Mixtral (real: Mixtral-8x7B, 32 layers x 8 experts)"},
+    {NULL, NULL},
+};
+
+static int mixtral_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
+{
+    (void)preset;
+    int real = strcmp(size, "real") == 0;
+    if (!real && strcmp(size, "tiny") != 0)
+        return ff_fail(e, FF_EUSAGE, "unknown --size %s (tiny|real)", size);
+    memset(g, 0, sizeof *g);
+    g->moe = 1;
+    g->seed = 1;
+    if (real) {   /* Mixtral-8x7B */
+        g->layers = 32; g->hidden = 4096; g->moe_intermediate = 14336; g->vocab = 32000;
+        g->heads = 32; g->kv_heads = 8; g->head_dim = 128; g->experts = 8; g->top_k = 2;
+    } else {
+        g->layers = 4; g->hidden = 256; g->moe_intermediate = 512; g->vocab = 2048;
+        g->heads = 4; g->kv_heads = 2; g->head_dim = 64; g->experts = 8; g->top_k = 2;
+    }
+    g->intermediate = g->moe_intermediate;   /* Mixtral's config calls the expert width intermediate_size */
+    return FF_OK;
+}
+
+#define P "model.layers."
+
+static int mixtral_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
+{
+    int rc = ff_decoder_synth_check(g, e);
+    if (rc)
+        return rc;
+    synth_add(l, SYNTH_NORMAL, 2, g->vocab, g->hidden, 0, "model.embed_tokens.weight");
+    for (int i = 0; i < g->layers; i++) {
+        ff_decoder_synth_attention(l, g, P, i, 0, 0);
+        synth_add(l, SYNTH_NORMAL, 2, g->experts, g->hidden, 0, P "%d.block_sparse_moe.gate.weight", i);
+        for (int x = 0; x < g->experts; x++) {
+            synth_add(l, SYNTH_NORMAL, 2, g->moe_intermediate, g->hidden, 0, P "%d.block_sparse_moe.experts.%d.w1.weight", i, x);
+            synth_add(l, SYNTH_NORMAL, 2, g->hidden, g->moe_intermediate, 0, P "%d.block_sparse_moe.experts.%d.w2.weight", i, x);
+            synth_add(l, SYNTH_NORMAL, 2, g->moe_intermediate, g->hidden, 0, P "%d.block_sparse_moe.experts.%d.w3.weight", i, x);
+        }
+    }
+    synth_add(l, SYNTH_ONES, 1, g->hidden, 0, 0, "model.norm.weight");
+    synth_add(l, SYNTH_NORMAL, 2, g->vocab, g->hidden, 0, "lm_head.weight");
+    return l->oom ? ff_fail(e, FF_EIO, "out of memory") : FF_OK;
+}
+
+static json_t *mixtral_synth_config(const synth_geom *g)
+{
+    json_t *c = ff_decoder_synth_config(g, "mixtral", "MixtralForCausalLM");
+    json_object_set_new(c, "intermediate_size", json_integer(g->moe_intermediate));
+    json_object_set_new(c, "num_experts_per_tok", json_integer(g->top_k));
+    json_object_set_new(c, "num_local_experts", json_integer(g->experts));
+    json_object_set_new(c, "router_aux_loss_coef", json_real(0.02));
+    json_object_set_new(c, "sliding_window", json_null());
+    return c;
+}
+
+static int mixtral_synth_aux(const synth_geom *g, const char *dir, ff_err *e)
+{
+    (void)g;
+    return ff_decoder_synth_aux(dir, e);
+}
+
+static const char *const mixtral_implicit_ignore[] = {"lm_head", NULL};
+
+const ff_family ff_family_mixtral = {
+    .name = "mixtral",
+    .model_types = "mixtral",
+    .matches = mixtral_matches,
+    .rules = mixtral_rules,
+    .nrules = sizeof mixtral_rules / sizeof *mixtral_rules,
+    .expect = mixtral_expect,
+    .dense_rule = "q/k/v/o in every layer",
+    .geometry = mixtral_geometry,
+    .implicit_ignore = mixtral_implicit_ignore,
+    .synth_presets = mixtral_presets,
+    .synth_preset = mixtral_synth_preset,
+    .synth_tensors = mixtral_synth_tensors,
+    .synth_config = mixtral_synth_config,
+    .synth_aux = mixtral_synth_aux,
+};
