@@ -159,6 +159,10 @@ typedef struct ff_family {
     const char *dense_rule;
     /* the model's shape from config.json (fit, inspect, plan reports) */
     int (*geometry)(const json_t *config, ff_geometry *g, ff_err *e);
+    /* A rule that overrides the table for one checkpoint (may be NULL): for
+     * what a regex cannot tell, such as multi-token-prediction layers past
+     * num_hidden_layers, which vLLM's main model skips and which are kept. */
+    const ff_rule *(*override_rule)(const json_t *config, const char *name);
     /* Linear modules left alone that have no tensor of their own (a tied
      * lm_head): listed in ignore when absent. NULL-terminated, may be NULL. */
     const char *const *implicit_ignore;
@@ -195,11 +199,13 @@ ff_geometry *ff_geometry_new(const ff_family *fam, const json_t *config, ff_err 
 /* Compiled rules of one family (no global state: one per plan). */
 typedef struct ff_matcher {
     const ff_family *fam;
+    const json_t *config;     /* for the family's override_rule; may be NULL */
     regex_t *re;
     size_t n;
 } ff_matcher;
 
-int ff_matcher_init(ff_matcher *m, const ff_family *fam, ff_err *e);
+/* config: the checkpoint's config.json (borrowed; may be NULL). */
+int ff_matcher_init(ff_matcher *m, const ff_family *fam, const json_t *config, ff_err *e);
 void ff_matcher_free(ff_matcher *m);
 /* First matching rule, or NULL (unknown tensors are kept and reported). */
 const ff_rule *ff_match(const ff_matcher *m, const char *name);

@@ -291,7 +291,7 @@ int fit_run(fit_report *r, const ckpt *c, const fit_opts *o, ff_err *e)
     if (!g)
         return e->code ? e->code : FF_EIO;
     ff_matcher m;
-    int rc = ff_matcher_init(&m, fam, e);
+    int rc = ff_matcher_init(&m, fam, c->config, e);
     if (rc) {
         ff_matcher_free(&m);
         free(g);

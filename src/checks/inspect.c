@@ -128,7 +128,7 @@ int insp_build(insp *s, const ckpt *c, ff_err *e)
     s->c = c;
     const ff_family *fam = c->config ? ff_family_detect(c->config) : NULL;
     if (fam) {
-        int rc = ff_matcher_init(&s->m, fam, e);
+        int rc = ff_matcher_init(&s->m, fam, c->config, e);
         if (rc)
             return rc;
         s->have_matcher = 1;

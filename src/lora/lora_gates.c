@@ -50,7 +50,7 @@ static int bind_target(const plan *p, const lora_module *m, int allow, ff_err *e
     ff_matcher am;
     ff_err ig = {0};
     const char *family = "unknown";
-    if (p->fam && ff_matcher_init(&am, p->fam, &ig) == FF_OK) {
+    if (p->fam && ff_matcher_init(&am, p->fam, NULL, &ig) == FF_OK) {
         const ff_rule *r = ff_match(&am, m->base->st->name);
         family = r ? r->group : "unknown";
         ff_matcher_free(&am);

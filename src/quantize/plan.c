@@ -439,7 +439,7 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
     if (rc)
         return ff_wrap(e, "%s/", c->dir);
     ff_matcher am;
-    if ((rc = ff_matcher_init(&am, p->fam, e)))
+    if ((rc = ff_matcher_init(&am, p->fam, c->config, e)))
         return rc;
     regex_t *ign = NULL, *only = NULL;
     int nign = 0, nonly = 0;

@@ -167,7 +167,7 @@ static void test_weights_kinds(void)
 {
     fit_weights w = {0};
     ff_matcher m;
-    CHECK(ff_matcher_init(&m, ff_family_by_name("gemma4"), NULL) == FF_OK);
+    CHECK(ff_matcher_init(&m, ff_family_by_name("gemma4"), NULL, NULL) == FF_OK);
     fit_weights_add(&w, &m, "model.language_model.layers.0.mlp.down_proj.weight_packed", 100);
     fit_weights_add(&w, &m, "model.language_model.layers.0.mlp.down_proj.weight_scale", 10);
     fit_weights_add(&w, &m, "model.language_model.layers.0.mlp.down_proj.weight_global_scale", 4);
