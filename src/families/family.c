@@ -13,6 +13,7 @@
     X(llama)               \
     X(qwen_moe)            \
     X(mixtral)             \
+    X(glm4_moe)            \
     /* end of the table */
 
 #define DECLARE_FAMILY(name) extern const ff_family ff_family_##name;

@@ -1,0 +1,211 @@
+/* GLM-4.5 / 4.6 MoE (Glm4MoeForCausalLM, glm4_moe). The first
+ * first_k_dense_replace layers have a dense MLP; the others route over
+ * n_routed_experts (model.layers.N.mlp.experts.E.{gate,up,down}_proj) plus
+ * n_shared_experts folded into one MLP (mlp.shared_experts.*). The router
+ * mlp.gate and its e_score_correction_bias never quantize.
+ * Multi-token-prediction layers (num_nextn_predict_layers of them, at indices
+ * num_hidden_layers and up: enorm, hnorm, eh_proj, shared_head and a whole
+ * decoder layer) are skipped by vLLM's main-model loader (skip_spec_layers in
+ * glm4_moe.py) and read only by its MTP drafter; transformers does not load
+ * them, so llm-compressor's output has none. fp4forge keeps them byte for
+ * byte and lists their Linears in ignore, so a drafter built from this
+ * output loads them unquantized instead of missing them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "decoder.h"
+#include "family.h"
+#include "jsonio.h"
+
+#define LM "^model\\.layers\\.[0-9]+\\."
+
+static const ff_rule glm4_moe_rules[] = {
+    FF_DENSE_ATTENTION_ROWS(LM),
+    FF_EXPERT(LM "mlp\\.experts\\.[0-9]+\\.(gate|up)_proj\\.weight$", "gate_up"),
+    FF_EXPERT(LM "mlp\\.experts\\.[0-9]+\\.down_proj\\.weight$", NULL),
+    FF_ROUTER(LM "mlp\\.gate\\.weight$", 0),
+    FF_KEEP(LM "mlp\\.gate\\.e_score_correction_bias$", "router", GUARD_ROUTER),
+    FF_QUANT(LM "mlp\\.shared_experts\\.(gate|up)_proj\\.weight$", "shared_expert", "gate_up"),
+    FF_QUANT(LM "mlp\\.shared_experts\\.down_proj\\.weight$", "shared_expert", NULL),
+    FF_DENSE_MLP_ROWS(LM, "mlp"),
+    FF_KEEP(LM "self_attn\\.[qkv]_proj\\.bias$", "bias", GUARD_NONE),
+    FF_KEEP("^model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
+    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
+    FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
+};
+
+static const ff_rule mtp_linear = FF_KEEP_LINEAR("", "mtp", GUARD_FIXED);
+static const ff_rule mtp_other = FF_KEEP("", "mtp", GUARD_FIXED);
+
+/* Tensors of layers at or past num_hidden_layers are the MTP drafter's. */
+static const ff_rule *glm4_moe_override(const json_t *config, const char *name)
+{
+    static const char prefix[] = "model.layers.";
+    if (strncmp(name, prefix, sizeof prefix - 1) != 0)
+        return NULL;
+    char *end;
+    long layer = strtol(name + sizeof prefix - 1, &end, 10);
+    if (*end != '.' || layer < jsonio_int(config, "num_hidden_layers", 0))
+        return NULL;
+    size_t n = strlen(name);
+    int weight = n > 7 && strcmp(name + n - 7, ".weight") == 0 && !strstr(name, "norm.") &&
+                 !strstr(name, "embed_tokens") && !strstr(name, "layernorm");
+    return weight ? &mtp_linear : &mtp_other;
+}
+
+static int glm4_moe_matches(const json_t *config)
+{
+    return strcmp(jsonio_str(config, "model_type", ""), "glm4_moe") == 0;
+}
+
+static int glm4_moe_geometry(const json_t *config, ff_geometry *g, ff_err *e)
+{
+    int rc = ff_decoder_geometry(config, g, e);
+    if (rc)
+        return rc;
+    int first_dense = (int)jsonio_int(config, "first_k_dense_replace", 0);
+    g->experts = (int)jsonio_int(config, "n_routed_experts", 0);
+    g->top_k = (int)jsonio_int(config, "num_experts_per_tok", 0);
+    g->moe_intermediate = jsonio_int(config, "moe_intermediate_size", 0);
+    if (g->experts <= 0 || g->top_k <= 0 || g->moe_intermediate <= 0 || first_dense < 0 || first_dense > g->layers)
+        return ff_fail(e, FF_EIO, "config.json: lacks n_routed_experts, num_experts_per_tok or moe_intermediate_size, "
+                                  "or first_k_dense_replace is out of range");
+    for (int i = first_dense; i < g->layers; i++)
+        g->layer[i].intermediate = 0;
+    g->moe_layers = g->layers - first_dense;
+    g->moe = g->moe_layers > 0;
+    return FF_OK;
+}
+
+static int glm4_moe_expect(const json_t *config, ff_expect *x, ff_err *e)
+{
+    ff_geometry g;
+    int rc = glm4_moe_geometry(config, &g, e);
+    if (rc)
+        return rc;
+    int shared = jsonio_int(config, "n_shared_experts", 0) > 0;
+    memset(x, 0, sizeof *x);
+    x->dense_linears = 4ll * g.layers + 3ll * (g.layers - g.moe_layers) + (shared ? 3ll * g.moe_layers : 0);
+    x->moe_layers = g.moe_layers;
+    x->experts = g.experts;
+    x->expert_linears = (int64_t)g.moe_layers * g.experts * 3;
+    x->routers = g.moe_layers;
+    x->expert_inter = g.moe_intermediate;
+    x->hidden = g.hidden;
+    return FF_OK;
+}
+
+/* ---- synth: the published layout, MTP layers included ------------------ */
+
+static const ff_synth_preset glm4_moe_presets[] = {
+    {"glm4-moe", "GLM-4.5 MoE (real: GLM-4.5-Air, 46 layers x 128 experts + 1 MTP layer)"},
+    {NULL, NULL},
+};
+
+static int glm4_moe_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
+{
+    (void)preset;
+    int real = strcmp(size, "real") == 0;
+    if (!real && strcmp(size, "tiny") != 0)
+        return ff_fail(e, FF_EUSAGE, "unknown --size %s (tiny|real)", size);
+    memset(g, 0, sizeof *g);
+    g->moe = 1;
+    g->seed = 1;
+    g->dense_layers = 1;
+    g->mtp_layers = 1;
+    if (real) {   /* GLM-4.5-Air */
+        g->layers = 46; g->hidden = 4096; g->intermediate = 10944; g->vocab = 151552;
+        g->heads = 96; g->kv_heads = 8; g->head_dim = 128;
+        g->experts = 128; g->top_k = 8; g->moe_intermediate = 1408; g->shared_intermediate = 1408;
+    } else {
+        g->layers = 4; g->hidden = 256; g->intermediate = 512; g->vocab = 2048;
+        g->heads = 4; g->kv_heads = 2; g->head_dim = 64;
+        g->experts = 8; g->top_k = 2; g->moe_intermediate = 128; g->shared_intermediate = 128;
+    }
+    return FF_OK;
+}
+
+#define P "model.layers."
+
+static void moe_layer(const synth_geom *g, synth_list *l, int i)
+{
+    synth_add(l, SYNTH_NORMAL, 2, g->experts, g->hidden, 0, P "%d.mlp.gate.weight", i);
+    synth_add(l, SYNTH_ONES, 1, g->experts, 0, 0, P "%d.mlp.gate.e_score_correction_bias", i);
+    for (int x = 0; x < g->experts; x++) {
+        synth_add(l, SYNTH_NORMAL, 2, g->moe_intermediate, g->hidden, 0, P "%d.mlp.experts.%d.gate_proj.weight", i, x);
+        synth_add(l, SYNTH_NORMAL, 2, g->moe_intermediate, g->hidden, 0, P "%d.mlp.experts.%d.up_proj.weight", i, x);
+        synth_add(l, SYNTH_NORMAL, 2, g->hidden, g->moe_intermediate, 0, P "%d.mlp.experts.%d.down_proj.weight", i, x);
+    }
+    if (g->shared_intermediate)
+        ff_decoder_synth_mlp(l, g, P, i, "mlp.shared_experts", g->shared_intermediate);
+}
+
+static int glm4_moe_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
+{
+    int rc = ff_decoder_synth_check(g, e);
+    if (rc)
+        return rc;
+    synth_add(l, SYNTH_NORMAL, 2, g->vocab, g->hidden, 0, "model.embed_tokens.weight");
+    for (int i = 0; i < g->layers + g->mtp_layers; i++) {
+        ff_decoder_synth_attention(l, g, P, i, 0, 1);
+        if (i < g->dense_layers)
+            ff_decoder_synth_mlp(l, g, P, i, "mlp", g->intermediate);
+        else
+            moe_layer(g, l, i);
+        if (i < g->layers)
+            continue;
+        /* the MTP drafter's own tensors (as in the published GLM-4.5 checkpoints) */
+        synth_add(l, SYNTH_NORMAL, 2, g->hidden, 2 * g->hidden, 0, P "%d.eh_proj.weight", i);
+        synth_add(l, SYNTH_ONES, 1, g->hidden, 0, 0, P "%d.enorm.weight", i);
+        synth_add(l, SYNTH_ONES, 1, g->hidden, 0, 0, P "%d.hnorm.weight", i);
+        synth_add(l, SYNTH_ONES, 1, g->hidden, 0, 0, P "%d.shared_head.norm.weight", i);
+    }
+    synth_add(l, SYNTH_ONES, 1, g->hidden, 0, 0, "model.norm.weight");
+    synth_add(l, SYNTH_NORMAL, 2, g->vocab, g->hidden, 0, "lm_head.weight");
+    return l->oom ? ff_fail(e, FF_EIO, "out of memory") : FF_OK;
+}
+
+static json_t *glm4_moe_synth_config(const synth_geom *g)
+{
+    json_t *c = ff_decoder_synth_config(g, "glm4_moe", "Glm4MoeForCausalLM");
+    json_object_set_new(c, "attention_bias", json_true());
+    json_object_set_new(c, "first_k_dense_replace", json_integer(g->dense_layers));
+    json_object_set_new(c, "moe_intermediate_size", json_integer(g->moe_intermediate));
+    json_object_set_new(c, "n_group", json_integer(1));
+    json_object_set_new(c, "n_routed_experts", json_integer(g->experts));
+    json_object_set_new(c, "n_shared_experts", json_integer(g->shared_intermediate ? 1 : 0));
+    json_object_set_new(c, "norm_topk_prob", json_true());
+    json_object_set_new(c, "num_experts_per_tok", json_integer(g->top_k));
+    json_object_set_new(c, "num_nextn_predict_layers", json_integer(g->mtp_layers));
+    json_object_set_new(c, "partial_rotary_factor", json_real(0.5));
+    json_object_set_new(c, "routed_scaling_factor", json_real(1.0));
+    json_object_set_new(c, "topk_group", json_integer(1));
+    json_object_set_new(c, "use_qk_norm", json_false());
+    return c;
+}
+
+static int glm4_moe_synth_aux(const synth_geom *g, const char *dir, ff_err *e)
+{
+    (void)g;
+    return ff_decoder_synth_aux(dir, e);
+}
+
+static const char *const glm4_moe_implicit_ignore[] = {"lm_head", NULL};
+
+const ff_family ff_family_glm4_moe = {
+    .name = "glm4_moe",
+    .model_types = "glm4_moe",
+    .matches = glm4_moe_matches,
+    .rules = glm4_moe_rules,
+    .nrules = sizeof glm4_moe_rules / sizeof *glm4_moe_rules,
+    .override_rule = glm4_moe_override,
+    .expect = glm4_moe_expect,
+    .dense_rule = "q/k/v/o in every layer, gate/up/down in the first_k_dense_replace layers and shared experts",
+    .geometry = glm4_moe_geometry,
+    .implicit_ignore = glm4_moe_implicit_ignore,
+    .synth_presets = glm4_moe_presets,
+    .synth_preset = glm4_moe_synth_preset,
+    .synth_tensors = glm4_moe_synth_tensors,
+    .synth_config = glm4_moe_synth_config,
+    .synth_aux = glm4_moe_synth_aux,
+};
