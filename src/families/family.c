@@ -14,6 +14,7 @@
     X(qwen_moe)            \
     X(mixtral)             \
     X(glm4_moe)            \
+    X(llama4)              \
     /* end of the table */
 
 #define DECLARE_FAMILY(name) extern const ff_family ff_family_##name;
