@@ -43,6 +43,10 @@ typedef struct ff_rule {
     int ignore_parent;
     int tower;                /* part of a vision/audio tower or its projector (fit --text-only) */
     int expert;               /* a 2-D Linear of one expert (per-expert checkpoints): counted as experts */
+    /* the quantized module's last name component in the output, when it
+     * differs from the source's (Mixtral's w1 written as gate_proj, as
+     * llm-compressor's linearized experts and vLLM's mapper name it) */
+    const char *out_name;
     /* experts: output module names under "<parent>.<e>." */
     const char *expert_out[2];
 } ff_rule;
@@ -51,6 +55,8 @@ typedef struct ff_rule {
 #define FF_QUANT(re, grp, tie) {.regex = (re), .role = ROLE_LINEAR, .group = (grp), .linear = 1, .fuse = (tie)}
 /* One expert's own 2-D Linear (checkpoints that store experts one by one). */
 #define FF_EXPERT(re, tie) {.regex = (re), .role = ROLE_LINEAR, .group = "experts", .linear = 1, .fuse = (tie), .expert = 1}
+#define FF_EXPERT_AS(re, tie, out) \
+    {.regex = (re), .role = ROLE_LINEAR, .group = "experts", .linear = 1, .fuse = (tie), .expert = 1, .out_name = (out)}
 /* Fused 3-D experts, split into the per-expert names vLLM's loaders map. */
 #define FF_EXPERTS_FUSED(re, role_, a, b) {.regex = (re), .role = (role_), .group = "experts", .linear = 1, .expert_out = {(a), (b)}}
 /* A router (a Linear that must stay in its dtype: quantized, it serves NaN). */

@@ -350,6 +350,20 @@ static int has_module_tensor(const ckpt *c, const char *module)
     return ckpt_find(c, name) != NULL;
 }
 
+/* The quantized module's output name: the source's, or with its last
+ * component replaced by the rule's out_name. malloc'd; NULL if out of memory. */
+static char *output_module(const decision *d)
+{
+    const char *dot = strrchr(d->module, '.');
+    if (!d->rule->out_name || !dot)
+        return strdup(d->module);
+    size_t plen = (size_t)(dot - d->module), n = plen + strlen(d->rule->out_name) + 2;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%.*s.%s", (int)plen, d->module, d->rule->out_name);
+    return s;
+}
+
 /* Links the members of each fused group in file order (next[i], SIZE_MAX
  * at the end) by sorting on the tie key once: scanning the rest of the
  * checkpoint for each group was quadratic, a second on the 36,096 expert
@@ -407,7 +421,7 @@ static int emit(plan *p, const ckpt *c, decision *d, ff_err *e)
                     break;
                 }
                 rc = add_member(p, m, 0, (uint64_t)m->st->shape[0], (uint64_t)m->st->shape[1],
-                                strdup(d[j].module), d[j].rule->group);
+                                output_module(&d[j]), d[j].rule->group);
                 if (d[j].rule->guard == GUARD_ROUTER)
                     p->q_routers++;
                 else if (d[j].rule->role == ROLE_LINEAR && d[j].rule->expert)

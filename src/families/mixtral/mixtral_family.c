@@ -3,7 +3,8 @@
  * gate, w3 the up, w2 the down projection: vLLM loads them into w13/w2, so
  * each expert's w1 and w3 share one global scale) and the router
  * block_sparse_moe.gate, which never quantizes. transformers 5.17 saves this
- * layout (checked by saving a tiny model). */
+ * layout (checked by saving a tiny model). The quantized experts are written
+ * as experts.E.{gate,up,down}_proj, as llm-compressor writes them. */
 #include <string.h>
 
 #include "decoder.h"
@@ -14,8 +15,12 @@
 
 static const ff_rule mixtral_rules[] = {
     FF_DENSE_ATTENTION_ROWS(LM),
-    FF_EXPERT(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w[13]\\.weight$", "w13"),
-    FF_EXPERT(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w2\\.weight$", NULL),
+    /* written under the names llm-compressor's linearized experts use and
+     * vLLM's Mixtral mapper reads (.gate_proj. -> .w1.): transformers + CT
+     * load them too, which w1/w3/w2 quantized tensors do not */
+    FF_EXPERT_AS(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w1\\.weight$", "w13", "gate_proj"),
+    FF_EXPERT_AS(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w3\\.weight$", "w13", "up_proj"),
+    FF_EXPERT_AS(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w2\\.weight$", NULL, "down_proj"),
     FF_ROUTER(LM "block_sparse_moe\\.gate\\.weight$", 0),
     FF_KEEP("^model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
     FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),

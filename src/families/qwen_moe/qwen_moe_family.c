@@ -41,6 +41,13 @@ static int qwen_moe_matches(const json_t *config)
     return strcmp(mt, "qwen3_moe") == 0 || strcmp(mt, "qwen2_moe") == 0;
 }
 
+/* The published configs say num_experts; transformers 5.17 writes
+ * Qwen3-MoE's as num_local_experts. */
+static int64_t expert_count(const json_t *config)
+{
+    return jsonio_int(config, "num_experts", jsonio_int(config, "num_local_experts", 0));
+}
+
 /* transformers' rule (Qwen2MoeDecoderLayer, Qwen3MoeDecoderLayer): a layer is
  * sparse unless listed in mlp_only_layers, when experts exist and
  * (layer + 1) % decoder_sparse_step == 0. */
@@ -51,7 +58,7 @@ static int is_moe_layer(const json_t *config, int layer)
         if (json_integer_value(json_array_get(only, i)) == layer)
             return 0;
     int64_t step = jsonio_int(config, "decoder_sparse_step", 1);
-    return jsonio_int(config, "num_experts", 0) > 0 && step > 0 && (layer + 1) % step == 0;
+    return expert_count(config) > 0 && step > 0 && (layer + 1) % step == 0;
 }
 
 static int has_shared_expert(const json_t *config)
@@ -65,7 +72,7 @@ static int qwen_moe_geometry(const json_t *config, ff_geometry *g, ff_err *e)
     int rc = ff_decoder_geometry(config, g, e);
     if (rc)
         return rc;
-    g->experts = (int)jsonio_int(config, "num_experts", 0);
+    g->experts = (int)expert_count(config);
     g->top_k = (int)jsonio_int(config, "num_experts_per_tok", 0);
     g->moe_intermediate = jsonio_int(config, "moe_intermediate_size", 0);
     for (int i = 0; i < g->layers; i++)
