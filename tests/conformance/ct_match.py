@@ -41,12 +41,25 @@ def res(ok, check, msg):
 
 mods = sorted(k[: -len(".weight_packed")] for k in Q if k.endswith(".weight_packed"))
 exp_re = re.compile(r"^(.*\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)$")
+# per-expert checkpoints whose experts fp4forge writes under linearized names
+# (Mixtral's w1/w3/w2 written as gate_proj/up_proj/down_proj, as llm-compressor does)
+RENAMED = {"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}
 def bf16_weight(m):
     if m + ".weight" in S:
         return S[m + ".weight"]
+    parent, last = m.rsplit(".", 1)
+    if last in RENAMED and f"{parent}.{RENAMED[last]}.weight" in S:
+        return S[f"{parent}.{RENAMED[last]}.weight"]
     g = exp_re.match(m)
     assert g, f"no source weight for {m}"
     base, e, p = g.group(1), int(g.group(2)), g.group(3)
+    if os.environ.get("CT_TRANSPOSED_EXPERTS") == "1":
+        # Llama-4 stores [E, H, 2I] / [E, I, H]: copy_from_experts_module's is_transposed branch
+        if p == "down_proj":
+            return S[base + ".down_proj"][e].T
+        gu = S[base + ".gate_up_proj"][e]
+        inter = gu.shape[1] // 2
+        return (gu[:, :inter] if p == "gate_proj" else gu[:, inter:]).T
     if p == "down_proj":
         return S[base + ".down_proj"][e]
     gu = S[base + ".gate_up_proj"][e]

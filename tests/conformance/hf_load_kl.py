@@ -66,7 +66,10 @@ with warnings.catch_warnings(record=True) as ws:
             for mname, mod in get_non_linearized_moes(model):
                 lcls = LinearExperts2D.get_linear_experts_cls(mod.__class__)
                 model.set_submodule(mname, lcls(getattr(mod, "config", model.config)))
-        model_cls = transformers.Gemma4ForConditionalGeneration
+        # the class the auto loader builds for this config (Gemma-4's multimodal
+        # model, or a causal LM under causal_lm.py)
+        cfg = transformers.AutoConfig.from_pretrained(a.qdir)
+        model_cls = AutoModelForImageTextToText._model_mapping[type(cfg)]
         orig_post = model_cls.post_init
         def post_init(self):
             orig_post(self)

@@ -30,12 +30,22 @@ def raw(t):
 
 ka, kb = set(A), set(B)
 bad_meta = [k for k in ka & kb if A[k].dtype != B[k].dtype or A[k].shape != B[k].shape]
+# Explained, llm-compressor's side: transformers loads some buffers in fp32 whatever the
+# checkpoint's dtype (_keep_in_fp32_modules, e.g. GLM's e_score_correction_bias), and
+# llm-compressor saves what it loaded. fp4forge keeps the source bytes. Equal values
+# after the exact bf16 -> fp32 widening make it a dtype choice, not a different weight.
+upcast = [k for k in bad_meta if A[k].shape == B[k].shape and A[k].dtype == torch.bfloat16
+          and B[k].dtype == torch.float32 and torch.equal(A[k].float(), B[k])]
+for k in upcast[:5]:
+    print(f"  explained: {k}: llm-compressor wrote float32 (transformers keeps it in fp32), fp4forge the source's "
+          f"bfloat16; values equal after widening")
+bad_meta = [k for k in bad_meta if k not in upcast]
 for k in sorted(ka - kb)[:5]: print(f"  only in fp4forge: {k}")
 for k in sorted(kb - ka)[:5]: print(f"  only in llm-compressor: {k}")
 for k in sorted(bad_meta)[:5]: print(f"  {k}: fp4forge {A[k].dtype}{list(A[k].shape)} llmc {B[k].dtype}{list(B[k].shape)}")
 res(ka == kb and not bad_meta, "names",
     f"tensors fp4forge={len(ka)} llmc={len(kb)} common={len(ka & kb)} dtype/shape_mismatch={len(bad_meta)}")
-common = sorted(k for k in ka & kb if k not in bad_meta)
+common = sorted(k for k in ka & kb if k not in bad_meta and k not in upcast)
 
 for suffix, check in ((".weight_packed", "packed"), (".weight_scale", "scale"), (".weight_global_scale", "gscale")):
     keys = [k for k in common if k.endswith(suffix)]

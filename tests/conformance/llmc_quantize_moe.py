@@ -1,0 +1,25 @@
+"""llm-compressor 0.14's NVFP4A16 data-free oneshot of a tiny MoE checkpoint (the peer),
+with the ignore list of llm-compressor's own example for that family.
+usage: llmc_quantize_moe.py FAMILY SRC DST
+oneshot linearizes transformers' fused experts itself (its modeling/ MoE
+replacements), so the saved names are per expert."""
+import sys, os, time
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+import torch, transformers
+from llmcompressor import oneshot
+from llmcompressor.modifiers.quantization import QuantizationModifier
+
+fam, src, dst = sys.argv[1:4]
+IGNORE = {  # llm-compressor's examples: routers (and shared-expert gates) stay bf16
+    "qwen3_moe": ["lm_head", "re:.*mlp.gate$"],
+    "qwen2_moe": ["lm_head", "re:.*mlp.gate$", "re:.*shared_expert_gate$"],
+    "mixtral": ["lm_head", "re:.*block_sparse_moe.gate"],
+    "glm4_moe": ["lm_head", "re:.*mlp.gate$"],
+    "llama4": ["re:.*lm_head", "re:.*router", "re:vision_model.*", "re:multi_modal_projector.*"],
+}[fam]
+cls = transformers.AutoModelForImageTextToText if fam == "llama4" else transformers.AutoModelForCausalLM
+t0 = time.time()
+m = cls.from_pretrained(src, dtype=torch.bfloat16)
+oneshot(model=m, recipe=QuantizationModifier(targets="Linear", scheme="NVFP4A16", ignore=IGNORE))
+m.save_pretrained(dst, save_compressed=True)
+print(f"llmc_quantize_moe: {fam} -> {dst} in {time.time()-t0:.1f} s")

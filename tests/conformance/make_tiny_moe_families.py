@@ -1,0 +1,49 @@
+"""Tiny random MoE models of the families fp4forge added, saved by transformers 5.17
+(the real names and config keys, scaled down; head_dim 32, bf16, seed 0).
+usage: make_tiny_moe_families.py FAMILY OUT_DIR
+FAMILY: qwen3_moe | qwen2_moe | mixtral | glm4_moe | llama4
+Non-trivial norms and biases (random init leaves them 1/0), and OUT_DIR/ref_logits.pt
+({"ids", "logits"}) from the bf16 model for hf_load_kl.py."""
+import sys, torch, transformers as T
+
+fam, out = sys.argv[1], sys.argv[2]
+base = dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+            vocab_size=256, max_position_embeddings=128, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+            tie_word_embeddings=False)
+if fam == "qwen3_moe":
+    cfg, M = T.Qwen3MoeConfig(**base, intermediate_size=96, moe_intermediate_size=32, num_experts=4,
+                              num_experts_per_tok=2, mlp_only_layers=[0]), T.Qwen3MoeForCausalLM
+elif fam == "qwen2_moe":
+    cfg, M = T.Qwen2MoeConfig(**base, intermediate_size=96, moe_intermediate_size=32, num_experts=4,
+                              num_experts_per_tok=2, shared_expert_intermediate_size=64,
+                              mlp_only_layers=[0]), T.Qwen2MoeForCausalLM
+elif fam == "mixtral":
+    cfg, M = T.MixtralConfig(**base, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2), \
+        T.MixtralForCausalLM
+elif fam == "glm4_moe":
+    cfg, M = T.Glm4MoeConfig(**base, intermediate_size=96, moe_intermediate_size=32, n_routed_experts=4,
+                             n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=1, n_group=1,
+                             topk_group=1, attention_bias=True), T.Glm4MoeForCausalLM
+elif fam == "llama4":
+    text = dict(base, intermediate_size=32, intermediate_size_mlp=96, num_local_experts=4, num_experts_per_tok=1,
+                interleave_moe_layer_step=2, attention_chunk_size=128)
+    cfg = T.Llama4Config(text_config=text, vision_config=dict(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=56,
+        patch_size=14, vision_output_dim=64, projector_input_dim=64, projector_output_dim=64))
+    M = T.Llama4ForConditionalGeneration
+else:
+    sys.exit(f"unknown family {fam}")
+torch.manual_seed(0)
+m = M(cfg).to(torch.bfloat16).eval()
+with torch.no_grad():
+    for n, p in m.named_parameters():
+        if n.endswith(".bias") or "norm" in n:
+            p.add_(torch.randn_like(p) * 0.1)
+m.save_pretrained(out)
+vocab = cfg.get_text_config().vocab_size
+g = torch.Generator().manual_seed(0)
+ids = torch.randint(3, vocab, (1, 32), generator=g)
+with torch.no_grad():
+    logits = m(input_ids=ids).logits.float()
+torch.save({"ids": ids, "logits": logits}, f"{out}/ref_logits.pt")
+print(f"make_tiny_moe_families: {fam} -> {out} ({sum(p.numel() for p in m.parameters())} params)")

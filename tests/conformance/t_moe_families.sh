@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Conformance: the MoE families (qwen3_moe, qwen2_moe, mixtral, glm4_moe, llama4) on
+# tiny random models saved by transformers 5.17 (make_tiny_moe_families.py). Per model:
+# fp4forge quantize, --threads 1 vs 2 identity, ct_match.py (compressed-tensors'
+# compressor on the same bf16 weights, its fused observer groups; its decompressor vs
+# fp4forge dequantize), llmc_compare.py against llm-compressor 0.14's NVFP4A16 oneshot
+# with its example's ignore list, and hf_load_kl.py (transformers + CT load, KL vs bf16,
+# logits equal to llm-compressor's output's).
+set -u
+cd "$(dirname "$0")/../.."
+. tests/conformance/conf_lib.sh
+[ -x "$FF" ] || { echo "FAIL moe_families_ff_binary (no $FF; run make)"; exit 1; }
+for fam in ${FP4FORGE_MOE_FAMILIES:-qwen3_moe qwen2_moe mixtral glm4_moe llama4}; do
+    D=$WORK/$fam; rm -rf "$D"; mkdir -p "$D"
+    pyrun ${fam}_make "$D" $CONF/make_tiny_moe_families.py $fam "$D/src" > /dev/null
+    [ -f "$D/src/model.safetensors" ] || { echo "FAIL ${fam}_make ($(tail -1 "$D/${fam}_make.err" | cut -c1-200))"; rc=1; continue; }
+    quantize_and_threads $fam "$D/src" "$D/ff" || continue
+    DEQ=$(dequantize "$D/ff" "$D/ff-deq" $fam) || DEQ=
+    export CT_TRANSPOSED_EXPERTS=$([ $fam = llama4 ] && echo 1 || echo 0)
+    pyrun ${fam}_ct "$D" $CONF/ct_match.py $fam "$D/src" "$D/ff" $DEQ
+    pyrun ${fam}_llmc_quantize "$D" $CONF/llmc_quantize_moe.py $fam "$D/src" "$D/llmc" > /dev/null
+    # text-only families load as causal LMs under llm-compressor's linearized
+    # experts: transformers 5.17 builds them as fused 3-D experts, which have no
+    # place for per-expert packed weights and scales (llm-compressor's output
+    # loads the same way); Llama-4 as the image-text model it is
+    WRAP=($CONF/causal_lm.py); LIN=(--linearized); [ $fam = llama4 ] && WRAP=() && LIN=()
+    if [ -f "$D/llmc/model.safetensors" ]; then
+        pyrun ${fam}_llmc "$D" $CONF/llmc_compare.py ${fam}_llmc "$D/ff" "$D/llmc"
+        PEER=(--peer "$D/llmc")
+    else
+        echo "FAIL ${fam}_llmc_quantize ($(tail -1 "$D/${fam}_llmc_quantize.err" | cut -c1-200))"; rc=1; PEER=()
+    fi
+    pyrun ${fam}_hf "$D" "${WRAP[@]}" $CONF/hf_load_kl.py ${fam}_hf "$D/ff" "$D/src/ref_logits.pt" 0.01 \
+        --bf16 "$D/src" "${LIN[@]}" "${PEER[@]}"
+done
+exit $rc
