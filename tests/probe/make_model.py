@@ -1,13 +1,18 @@
-"""Prepares the two seats the probe test serves from one tiny real Gemma-4
-checkpoint: OUT/healthy and OUT/nan (the same with one NaN planted in a layer-0 MLP
-down_proj weight).
-
-OUT/healthy is the fixture's own Gemma-4 config (Gemma4ForConditionalGeneration,
-vocab 512, 12 layers, k_eq_v, per_layer_config) re-instantiated by transformers
-with random bf16 weights (seed 0), with ONE change: head_dim 16 -> 32 on the
-sliding layers and 32 -> 64 on the full-attention layers, because vLLM's CPU
-attention kernels support head sizes 32..512 only ("Unsupported CPU attention
-configuration: head_dim=16"), so the fixture as saved cannot be served there.
+"""Prepares the seats the probe test serves, all fp4forge NVFP4A16 output of one tiny real
+Gemma-4 MoE checkpoint, served by vLLM's CPU build through fp4forge's TEST plugin (tests/vllm).
+usage: make_model.py FIXTURE_TARBALL OUT FP4FORGE
+- OUT/bf16: the fixture's own Gemma-4 config (default gemma4-tiny-moe: Gemma4ForConditionalGeneration,
+  vocab 512, 12 layers, 8 experts top-2, per_layer_config) re-instantiated by transformers with
+  random bf16 weights (seed 0), with ONE change: head_dim 16 -> 32 on the sliding layers and
+  32 -> 64 on the full-attention layers, because vLLM's CPU attention kernels support head sizes
+  32..512 only ("Unsupported CPU attention configuration: head_dim=16"). Not served.
+- OUT/healthy: `fp4forge quantize OUT/bf16` (attention, MLP and experts NVFP4, routers kept).
+- OUT/router: the same with layer 0's MoE router quantized on purpose
+  (`--allow-router-quantization --only <every attention/MLP/expert Linear> --only <that router>`);
+  only when the fixture has MoE routers.
+- OUT/nan: healthy with ONE fp8 block scale of layers.0.mlp.down_proj set to NaN (0x7f), so 16
+  weights dequantize to NaN.
+- OUT/loop: healthy with one embedding row scaled up (tied embeddings = the LM head).
 
 The fixture has no tokenizer files, so we train a byte-level BPE of exactly the
 model's vocab (512) on a fixed corpus: deterministic, nothing downloaded."""
@@ -46,13 +51,18 @@ def make_tokenizer(vocab, out):
 
 
 def plant_nan(src, dst):
+    import torch
+    from safetensors import safe_open
     shutil.copytree(src, dst)
     path = os.path.join(dst, "model.safetensors")
+    with safe_open(path, "pt") as f:
+        meta = f.metadata()
     sd = load_file(path)
-    key = next(k for k in sorted(sd) if "layers.0.mlp.down_proj.weight" in k)
-    sd[key][0, 0] = float("nan")
-    save_file(sd, path, metadata={"format": "pt"})
-    print("planted NaN in", key)
+    key = next(k for k in sorted(sd) if k.endswith("layers.0.mlp.down_proj.weight_scale"))
+    assert sd[key].dtype == torch.float8_e4m3fn, sd[key].dtype
+    sd[key].view(torch.uint8)[0, 0] = 0x7F  # e4m3fn NaN
+    save_file(sd, path, metadata=meta)
+    print("planted NaN in", key, "[0, 0]")
 
 
 def make_model(fixture, dst):
@@ -78,27 +88,47 @@ def plant_loop(src, dst):
     up so far (tied embeddings = the LM head) that greedy picks it always."""
     shutil.copytree(src, dst)
     path = os.path.join(dst, "model.safetensors")
+    from safetensors import safe_open
+    with safe_open(path, "pt") as f:
+        meta = f.metadata()
     sd = load_file(path)
     key = next(k for k in sorted(sd) if k.endswith("language_model.embed_tokens.weight"))
     tok = Tokenizer.from_file(os.path.join(src, "tokenizer.json"))
     tid = tok.encode(" the").ids[0]
     sd[key][tid] *= 1000
-    save_file(sd, path, metadata={"format": "pt"})
+    save_file(sd, path, metadata=meta)
     print("scaled embedding row", tid, "of", key)
 
 
+def quantize(ff, src, dst, *extra):
+    import subprocess
+    r = subprocess.run([ff, "quantize", src, dst, "--no-doctor", "--quiet", *extra],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = [x for x in r.stdout.splitlines() if "router quantized on request" not in x]
+    print("\n".join(lines[-4:]))
+    if r.returncode != 0:
+        sys.exit(f"fp4forge quantize {' '.join(extra)} failed (exit {r.returncode})")
+
+
 def main():
-    tarball, out = sys.argv[1], sys.argv[2]
+    tarball, out, ff = sys.argv[1], sys.argv[2], sys.argv[3]
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     with tarfile.open(tarball) as t:
         t.extractall(out, filter="data")
+    name = next(n for n in os.listdir(out) if n.startswith("gemma4-tiny"))
+    bf16 = os.path.join(out, "bf16")
+    make_model(os.path.join(out, name), bf16)
+    shutil.rmtree(os.path.join(out, name))
+    with open(os.path.join(bf16, "config.json")) as f:
+        text = json.load(f)["text_config"]
+    make_tokenizer(text["vocab_size"], bf16)
     healthy = os.path.join(out, "healthy")
-    make_model(os.path.join(out, "gemma4-tiny-dense"), healthy)
-    shutil.rmtree(os.path.join(out, "gemma4-tiny-dense"))
-    with open(os.path.join(healthy, "config.json")) as f:
-        vocab = json.load(f)["text_config"]["vocab_size"]
-    make_tokenizer(vocab, healthy)
+    quantize(ff, bf16, healthy)
+    if text.get("enable_moe_block"):
+        quantize(ff, bf16, os.path.join(out, "router"), "--allow-router-quantization",
+                 "--only", r"language_model\.layers\.[0-9]+\.(self_attn|mlp|experts)\.",
+                 "--only", r"language_model\.layers\.0\.router\.proj$")
     plant_nan(healthy, os.path.join(out, "nan"))
     plant_loop(healthy, os.path.join(out, "loop"))
 

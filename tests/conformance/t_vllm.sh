@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# vLLM itself as the oracle (issue 13). Tiny Gemma-4 dense (k_eq_v), Gemma-4 MoE, Llama and
+# Qwen3 saved by transformers (vllm_make_models.py), quantized by fp4forge, then read by
+# vllm.LLM on CPU (vLLM's CPU build, venv of tests/probe/setup_vllm.sh) through fp4forge's
+# TEST plugin (tests/vllm: vLLM's own loading path, only the final matmul replaced by
+# dequantize_to_dtype + vLLM's bf16 linear / unquantized fused MoE). vllm_oracle.py checks,
+# in one process: q == `fp4forge dequantize` of q exactly, the distance to bf16 (reported),
+# the tampered copy (negative control), and that unpatched vLLM still refuses.
+# FP4FORGE_VLLM_SKIP=1 skips it (SKIP line).
+set -u
+cd "$(dirname "$0")/../.."
+PY=${PY:-/var/tmp/fp4forge-venv/bin/python}
+. tests/conformance/conf_lib.sh
+T0=$(date +%s)
+D="$WORK/vllm"
+# the MoE families (issue 14) from the conformance tier's tiny transformers-saved models
+MOE_FAMILIES=${FP4FORGE_VLLM_MOE_FAMILIES-qwen3_moe qwen2_moe mixtral glm4_moe llama4}
+MODELS="gemma4_dense gemma4_moe llama qwen3 $MOE_FAMILIES"
+NEG=gemma4_dense
+# one q/k/v piece: k_proj of layer 0 (a sliding layer: q, k and v all present)
+NEG_KEY=model.language_model.layers.0.self_attn.k_proj.weight_global_scale
+
+if [ "${FP4FORGE_VLLM_SKIP:-0}" = 1 ] || [ ! -f "$FIX/gemma4-tiny-dense.tar.gz" ] \
+    || [ ! -f "$FIX/gemma4-tiny-moe.tar.gz" ]; then
+    echo "SKIP vllm_oracle (FP4FORGE_VLLM_SKIP or no Gemma-4 fixtures in $FIX)"
+    exit 0
+fi
+rm -rf "$D"; mkdir -p "$D"
+
+VENV=$(timeout 1200 bash tests/probe/setup_vllm.sh 2> "$D/setup.log" | tail -1)
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "FAIL vllm_venv_setup (see $D/setup.log: $(tail -2 "$D/setup.log" | tr '\n' ' '))"
+    exit 1
+fi
+if ! bash tests/vllm/install_plugin.sh "$VENV" > "$D/plugin.log" 2>&1; then
+    echo "FAIL vllm_plugin_install ($(tail -2 "$D/plugin.log" | tr '\n' ' '))"
+    exit 1
+fi
+echo "PASS vllm_venv_and_plugin ($VENV; plugin tests/vllm/fp4forge_vllm_cpu_nvfp4; $(( $(date +%s) - T0 ))s)"
+VPY="$VENV/bin/python"
+
+# vpyrun LABEL SCRIPT ARGS...: like conf_lib's pyrun, with the vLLM venv's python and a time
+# limit: stdout (PASS/FAIL lines) shown, stderr in $D/LABEL.err, a death without a FAIL line
+# (crash, kill, timeout) gets one.
+vpyrun() {
+    local label=$1; shift
+    local out; out=$(timeout 900 "$VPY" "$@" 2> "$D/$label.err"); local st=$?
+    [ -n "$out" ] && echo "$out"
+    if [ $st -ne 0 ]; then
+        rc=1
+        grep -q '^FAIL ' <<< "$out" || echo "FAIL ${label}_crashed (exit $st$([ $st -eq 124 ] && echo ', timed out after 900s'); $(tail -1 "$D/$label.err" | cut -c1-200); see $D/$label.err)"
+    fi
+    return 0
+}
+
+vpyrun vllm_make_models "$CONF/vllm_make_models.py" "$FIX" "$D"
+[ -d "$D/qwen3/bf16" ] || { echo "FAIL vllm_make_models (see $D/vllm_make_models.err)"; exit 1; }
+for fam in $MOE_FAMILIES; do
+    pyrun vllm_${fam}_make "$D" $CONF/make_tiny_moe_families.py $fam "$D/$fam/bf16" > /dev/null
+done
+# llm-compressor's model_free_ptq on Qwen3-MoE: its experts' gate/up are not paired
+UNPAIRED=()
+case " $MOE_FAMILIES " in *" qwen3_moe "*)
+    pyrun vllm_qwen3_moe_model_free_ptq "$D" $CONF/llmc_model_free.py "$D/qwen3_moe/bf16" "$D/qwen3_moe/mfp" > /dev/null
+    [ -f "$D/qwen3_moe/mfp/config.json" ] && UNPAIRED=(--unpaired qwen3_moe) ;;
+esac
+
+for m in $MODELS; do
+    if ! "$FF" quantize "$D/$m/bf16" "$D/$m/q" --no-doctor --quiet > "$D/$m/q.log" 2>&1; then
+        echo "FAIL vllm_${m}_ff_quantize ($(tail -1 "$D/$m/q.log"))"; rc=1; continue
+    fi
+    "$FF" verify "$D/$m/q" --against "$D/$m/bf16" > "$D/$m/verify.log" 2>&1; st=$?
+    if ! "$FF" dequantize "$D/$m/q" "$D/$m/dq" > "$D/$m/dq.log" 2>&1; then
+        echo "FAIL vllm_${m}_ff_dequantize ($(tail -1 "$D/$m/dq.log"))"; rc=1; continue
+    fi
+    if [ $st -eq 0 ]; then
+        echo "PASS vllm_${m}_ff_quantize_verify ($(grep -m1 quantized "$D/$m/q.log" | sed 's/^ *//'); verify --against exit 0)"
+    else
+        echo "FAIL vllm_${m}_ff_quantize_verify (verify exit $st: $(grep -m1 -i fail "$D/$m/verify.log"))"; rc=1
+    fi
+done
+
+# Negative control: the same output with k_proj's global scale of one layer doubled (a
+# safetensors header edit, no torch): q/k/v no longer share it.
+mkdir -p "$D/neg"; cp -r "$D/$NEG/q" "$D/neg/q"
+if python3 - "$D/neg/q/model.safetensors" "$NEG_KEY" > "$D/neg/tamper.log" 2>&1 <<'PYEOF'
+import json, struct, sys
+path, key = sys.argv[1], sys.argv[2]
+with open(path, "r+b") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    meta = json.loads(f.read(n))[key]
+    assert meta["dtype"] == "F32", meta
+    lo, hi = meta["data_offsets"]
+    f.seek(8 + n + lo); old = struct.unpack(f"<{(hi - lo) // 4}f", f.read(hi - lo))
+    f.seek(8 + n + lo); f.write(struct.pack(f"<{len(old)}f", *[2 * v for v in old]))
+print(f"{key}: {old[0]!r} -> {2 * old[0]!r}")
+PYEOF
+then
+    "$FF" verify "$D/neg/q" --against "$D/$NEG/bf16" > "$D/neg/verify.log" 2>&1; st=$?
+    if [ $st -eq 6 ]; then
+        failed=$(awk '$1 == "FAIL" { printf "%s%s", sep, $2; sep = ", " }' "$D/neg/verify.log")
+        echo "PASS vllm_neg_verify_fails_exit_6 ($(cat "$D/neg/tamper.log"); verify failed: $failed; $(grep -m1 'relative error' "$D/neg/verify.log" | sed 's/^ *//'))"
+    else
+        echo "FAIL vllm_neg_verify_fails_exit_6 (exit $st; $(tail -1 "$D/neg/verify.log"))"; rc=1
+    fi
+    "$FF" dequantize "$D/neg/q" "$D/neg/dq" > "$D/neg/dq.log" 2>&1 \
+        || { echo "FAIL vllm_neg_ff_dequantize ($(tail -1 "$D/neg/dq.log"))"; rc=1; }
+else
+    echo "FAIL vllm_neg_tamper ($(tail -1 "$D/neg/tamper.log"))"; rc=1
+fi
+
+vpyrun vllm_oracle "$CONF/vllm_oracle.py" "$D" --models $MODELS --neg "$NEG" \
+    --refuse-dense gemma4_dense --refuse-moe gemma4_moe "${UNPAIRED[@]}"
+echo "# t_vllm.sh took $(( $(date +%s) - T0 ))s (vLLM log: $D/vllm_oracle.err)"
+exit $rc
