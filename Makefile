@@ -31,7 +31,15 @@ TOBJ    := $(SRC:src/%.c=$(B)/tobj/%.o)
 UNIT    := $(sort $(wildcard tests/unit/test_*.c))
 UNITBIN := $(UNIT:tests/unit/%.c=$(B)/tests/%)
 
-.PHONY: all clean test unit golden conformance demo bench cuda
+# libFuzzer harnesses (tests/fuzz): the library again, built by clang with the
+# fuzzer's coverage hooks and the sanitizers, in its own object folder.
+FUZZCC  ?= clang
+FUZZSAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FOBJ    := $(SRC:src/%.c=$(B)/fobj/%.o)
+FUZZSRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZBIN := $(FUZZSRC:tests/fuzz/%.c=$(B)/fuzz/%)
+
+.PHONY: all clean test unit golden conformance demo bench cuda fuzz fuzz-build
 all: $(B)/fp4forge
 
 $(B)/obj/%.o: src/%.c $(HDR)
@@ -71,8 +79,26 @@ conformance: $(B)/fp4forge
 
 # Unit and golden tests run under the sanitizers; the conformance tier uses the
 # release binary because it pushes megabytes through the real peers.
-test: $(UNITBIN) $(B)/fp4forge-san $(B)/fp4forge
-	@bash tests/run_all.sh unit golden conformance
+test: $(UNITBIN) $(B)/fp4forge-san $(B)/fp4forge $(FUZZBIN)
+	@bash tests/run_all.sh unit golden fuzz conformance
+
+$(B)/fobj/%.o: src/%.c $(HDR)
+	@mkdir -p $(@D)
+	$(FUZZCC) $(CSTD) $(WARN) -O1 -g $(DEPS_CFLAGS) $(INC) -fsanitize=fuzzer-no-link $(FUZZSAN) -c $< -o $@
+
+$(B)/libfp4forge-fuzz.a: $(FOBJ)
+	ar rcs $@ $^
+
+$(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(B)/libfp4forge-fuzz.a
+	@mkdir -p $(@D)
+	$(FUZZCC) $(CSTD) $(WARN) -O1 -g $(DEPS_CFLAGS) $(INC) -fsanitize=fuzzer $(FUZZSAN) $< $(B)/libfp4forge-fuzz.a $(LIBS) -o $@
+
+fuzz-build: $(FUZZBIN)
+
+# Each harness for FP4FORGE_FUZZ_SECONDS (30) from its seeds; CI runs this as
+# the fuzz tier of make test.
+fuzz: $(FUZZBIN)
+	@bash tests/run_all.sh fuzz
 
 demo: $(B)/fp4forge
 	@bash tools/demo.sh $(B)/fp4forge

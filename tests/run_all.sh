@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the named tiers (unit, golden, conformance). Every check prints one
+# Runs the named tiers (unit, golden, fuzz, conformance). Every check prints one
 # "PASS name" or "FAIL name" line; this script counts them and closes with the
 # line CI reads: "N passed, N failed".
 # A crash is a failure, never a pass: pipefail keeps a test binary's exit
@@ -40,6 +40,8 @@ for tier in "$@"; do
         done ;;
     golden)
         bash tests/golden/run.sh 2>&1 | tee -a "$log" || { echo "FAIL golden_tier_exited" | tee -a "$log"; status=1; } ;;
+    fuzz)
+        bash tests/fuzz/run.sh 2>&1 | tee -a "$log" || status=1 ;;
     conformance)
         bash tests/conformance/run.sh 2>&1 | tee -a "$log" || { echo "FAIL conformance_tier_exited" | tee -a "$log"; status=1; } ;;
     *) echo "unknown tier $tier"; status=1 ;;

@@ -27,6 +27,7 @@ typedef struct ckpt {
 } ckpt;
 
 /* need_config: refuse a folder without config.json. */
+/* On failure c holds nothing (ckpt_close is then a no-op). */
 int ckpt_open(ckpt *c, const char *dir, int need_config, ff_err *e);
 void ckpt_close(ckpt *c);
 const ckpt_tensor *ckpt_find(const ckpt *c, const char *name);

@@ -48,7 +48,8 @@ typedef struct doctor_report {
 
 /* Runs every check on dir and fills r (fresh; free with doctor_report_free).
  * Returns FF_OK when the checks ran, whatever they found; FF_EIO when dir is
- * not a checkpoint folder or a file cannot be parsed at all. */
+ * not a checkpoint folder or a file cannot be parsed at all (r then holds
+ * nothing). */
 int doctor_check(const char *dir, const doctor_opts *o, doctor_report *r, ff_err *e);
 
 /* Repairs the findings of a doctor_check report in place, marking each one

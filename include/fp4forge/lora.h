@@ -55,6 +55,7 @@ float lora_load(const void *p, ff_dtype t, uint64_t i);
 /* Reads and validates the adapter folder: refuses DoRA, modules_to_save,
  * embedding LoRA, bias training, target_parameters and unknown tensors;
  * pairs lora_A with lora_B and resolves each module's r, alpha and scale. */
+/* On failure l holds nothing (lora_close is then a no-op). */
 int lora_open(lora_adapter *l, const char *dir, ff_err *e);
 void lora_close(lora_adapter *l);
 

@@ -35,6 +35,7 @@ typedef struct st_file {
     json_t *metadata;       /* "__metadata__" or NULL */
 } st_file;
 
+/* On failure f holds nothing (st_close is then a no-op). */
 int st_open(st_file *f, const char *path, ff_err *e);
 void st_close(st_file *f);
 static inline const uint8_t *st_data(const st_file *f, const st_tensor *t)

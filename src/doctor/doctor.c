@@ -137,6 +137,8 @@ int doctor_check(const char *dir, const doctor_opts *o, doctor_report *r, ff_err
     dctx_close(&c);
     if (rc == FF_OK && r->lost)
         rc = ff_fail(e, FF_EIO, "out of memory: %zu findings could not be recorded", r->lost);
+    if (rc) /* a report that could not be made holds nothing to free */
+        doctor_report_free(r);
     return rc;
 }
 

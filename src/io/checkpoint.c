@@ -148,9 +148,8 @@ static int check_index(const ckpt *c, const json_t *index, ff_err *e)
     return FF_OK;
 }
 
-int ckpt_open(ckpt *c, const char *dir, int need_config, ff_err *e)
+static int open_folder(ckpt *c, const char *dir, int need_config, ff_err *e)
 {
-    memset(c, 0, sizeof *c);
     c->dir = strdup(dir);
     if (!c->dir)
         return ff_fail(e, FF_EIO, "out of memory");
@@ -207,6 +206,15 @@ int ckpt_open(ckpt *c, const char *dir, int need_config, ff_err *e)
     if (rc == FF_OK && index)
         rc = check_index(c, index, e);
     json_decref(index);
+    return rc;
+}
+
+int ckpt_open(ckpt *c, const char *dir, int need_config, ff_err *e)
+{
+    memset(c, 0, sizeof *c);
+    int rc = open_folder(c, dir, need_config, e);
+    if (rc) /* a refused folder holds nothing: callers need not close it */
+        ckpt_close(c);
     return rc;
 }
 

@@ -163,10 +163,8 @@ static int read_header(st_file *f, ff_err *e)
     return rc ? rc : check_overlap(f, e);
 }
 
-int st_open(st_file *f, const char *path, ff_err *e)
+static int open_and_read(st_file *f, const char *path, ff_err *e)
 {
-    memset(f, 0, sizeof *f);
-    f->fd = -1;
     f->path = strdup(path);
     if (!f->path)
         return ff_fail(e, FF_EIO, "out of memory");
@@ -188,6 +186,16 @@ int st_open(st_file *f, const char *path, ff_err *e)
      * open-file limit on checkpoints of a thousand shards */
     close(f->fd);
     f->fd = -1;
+    return rc;
+}
+
+int st_open(st_file *f, const char *path, ff_err *e)
+{
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    int rc = open_and_read(f, path, e);
+    if (rc) /* a refused file holds nothing: callers need not close it */
+        st_close(f);
     return rc;
 }
 

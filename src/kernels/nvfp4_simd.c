@@ -442,13 +442,10 @@ int nvfp4_absmax_fast(const void *data, ff_dtype t, uint64_t n, float *amax, uin
 {
 #if defined(__x86_64__)
     if (t == FF_DT_BF16) {
-        __builtin_cpu_init();
         int r = -1;
-        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512vl"))
+        if (nvfp4_cpu_avx512_ok())
             r = absmax_bf16_512(data, n, amax);
-        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                 __builtin_cpu_supports("f16c"))
+        else if (nvfp4_cpu_avx2_ok())
             r = absmax_bf16_256(data, n, amax);
         if (r == 0)
             return 0;

@@ -6,6 +6,9 @@
 #include "nvfp4.h"
 
 #if defined(__x86_64__)
+/* What this CPU can run (CPUID), for the dispatch and the vector absmax. */
+int nvfp4_cpu_avx2_ok(void);
+int nvfp4_cpu_avx512_ok(void);
 void nvfp4_quantize_rows_avx2(const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
                               uint64_t nrows, float gs, uint8_t *packed, uint8_t *scales);
 void nvfp4_quantize_rows_avx512(const void *w, ff_dtype t, uint64_t cols, uint64_t row0,

@@ -326,11 +326,8 @@ int lora_open(lora_adapter *l, const char *dir, ff_err *e)
         l->rslora = jsonio_bool(l->config, "use_rslora", 0);
         l->fan_in_fan_out = jsonio_bool(l->config, "fan_in_fan_out", 0);
         rc = ckpt_open(&l->ck, dir, 0, e);
-        if (rc) {
-            ckpt_close(&l->ck);   /* a half-opened table holds maps and memory */
-        } else if (l->ck.nfiles == 0) {
+        if (!rc && l->ck.nfiles == 0)
             rc = ff_fail(e, FF_EIO, "%s: no adapter_model.safetensors", dir);
-        }
     }
     char *sp = fs_join(dir, "adapter_model.safetensors");
     if (!rc)
@@ -339,6 +336,8 @@ int lora_open(lora_adapter *l, const char *dir, ff_err *e)
         rc = resolve_module(l, &l->mods[i], sp, e);
     free(sp);
     free(cp);
+    if (rc) /* a refused adapter holds nothing: callers need not close it */
+        lora_close(l);
     return rc;
 }
 

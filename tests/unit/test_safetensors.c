@@ -121,6 +121,26 @@ static void test_bad_json_and_fields(void)
                           "bad JSON", NULL));
 }
 
+/* Found by tests/fuzz: a refused file or folder kept its path, tensor table,
+ * metadata and map until the caller closed it, and callers that return on
+ * the error leaked them. Refused now means nothing held (LeakSanitizer checks
+ * this binary at exit too). */
+static void test_refused_open_holds_nothing(void)
+{
+    const char *p = write_st("meta-then-bad.safetensors",
+                             "{\"__metadata__\":{\"format\":\"pt\"},"
+                             "\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+                             "\"b\":{\"dtype\":\"Q4\",\"shape\":[1],\"data_offsets\":[4,5]}}", 0, 5);
+    st_file f;
+    ff_err e = {0};
+    CHECK(st_open(&f, p, &e) != FF_OK);
+    CHECK(!f.path && !f.tensors && !f.metadata && !f.map && f.ntensors == 0 && f.fd == -1);
+    ckpt c;
+    CHECK(ckpt_open(&c, dir, 0, &e) != FF_OK);
+    CHECK(!c.dir && !c.files && !c.config && !c.tensors && c.nfiles == 0);
+    unlink(p);
+}
+
 static void test_write_read_back(void)
 {
     char path[256];
@@ -184,6 +204,7 @@ int main(void)
     RUN(test_overlap);
     RUN(test_overlap_hidden_by_empty_tensor);
     RUN(test_bad_json_and_fields);
+    RUN(test_refused_open_holds_nothing);
     RUN(test_write_read_back);
     RUN(test_index_mismatch);
     char cmd[300];

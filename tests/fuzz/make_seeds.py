@@ -1,0 +1,107 @@
+"""Writes the fuzzers' seed corpora (tests/fuzz/corpus/<harness>/), small and valid, so
+each harness starts inside the parser rather than at its first refusal.
+usage: python3 tests/fuzz/make_seeds.py   (stdlib only; the output is checked in)"""
+import json, os, struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SEP = b"\n=====\n"
+
+
+def st(tensors, meta=None):
+    """A safetensors file: tensors = [(name, dtype, shape, bytes)]."""
+    hdr, data = {}, b""
+    if meta:
+        hdr["__metadata__"] = meta
+    for name, dt, shape, raw in tensors:
+        hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(hdr, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def bf16(n, v=0x3F80):
+    return struct.pack(f"<{n}H", *[(v + i) & 0x7FFF for i in range(n)])
+
+
+def write(harness, name, blob):
+    d = os.path.join(HERE, "corpus", harness)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(blob)
+
+
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 16,
+         "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+         "num_key_value_heads": 1, "head_dim": 8, "vocab_size": 32, "max_position_embeddings": 64,
+         "torch_dtype": "bfloat16"}
+QWEN_MOE = dict(LLAMA, architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", num_experts=2,
+                num_experts_per_tok=1, moe_intermediate_size=16, decoder_sparse_step=1, mlp_only_layers=[])
+L = "model.layers.0."
+dense = [("model.embed_tokens.weight", "BF16", [32, 16], bf16(512)),
+         (L + "self_attn.q_proj.weight", "BF16", [16, 16], bf16(256)),
+         (L + "self_attn.k_proj.weight", "BF16", [8, 16], bf16(128)),
+         (L + "self_attn.v_proj.weight", "BF16", [8, 16], bf16(128)),
+         (L + "self_attn.o_proj.weight", "BF16", [16, 16], bf16(256)),
+         (L + "mlp.gate_proj.weight", "BF16", [32, 16], bf16(512)),
+         (L + "mlp.up_proj.weight", "BF16", [32, 16], bf16(512)),
+         (L + "mlp.down_proj.weight", "BF16", [16, 32], bf16(512)),
+         (L + "input_layernorm.weight", "BF16", [16], bf16(16)),
+         ("model.norm.weight", "BF16", [16], bf16(16)),
+         ("lm_head.weight", "BF16", [32, 16], bf16(512))]
+moe = [t for t in dense if "mlp." not in t[0]] + [(L + "mlp.gate.weight", "BF16", [2, 16], bf16(32))]
+for e in range(2):
+    moe += [(L + f"mlp.experts.{e}.gate_proj.weight", "BF16", [16, 16], bf16(256)),
+            (L + f"mlp.experts.{e}.up_proj.weight", "BF16", [16, 16], bf16(256)),
+            (L + f"mlp.experts.{e}.down_proj.weight", "BF16", [16, 16], bf16(256))]
+small = [("a", "F32", [2, 2], struct.pack("<4f", 1, 2, 3, 4)), ("b", "BF16", [0], b""),
+         ("c", "F8_E4M3", [4], b"\x38\x40\x48\x50"), ("d", "U8", [3, 1], b"\x01\x02\x03")]
+
+write("safetensors", "small", st(small, {"format": "pt"}))
+write("safetensors", "llama", st(dense[:4]))
+write("safetensors", "empty", st([]))
+
+index = {"metadata": {"total_size": 0}, "weight_map": {t[0]: "model.safetensors" for t in dense}}
+write("checkpoint", "llama", json.dumps(LLAMA).encode() + SEP + SEP + st(dense))
+write("checkpoint", "llama_index", json.dumps(LLAMA).encode() + SEP + json.dumps(index).encode() + SEP + st(dense))
+write("checkpoint", "qwen3_moe", json.dumps(QWEN_MOE).encode() + SEP + SEP + st(moe))
+
+G4 = {"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4",
+      "text_config": {"model_type": "gemma4_text", "hidden_size": 16, "num_hidden_layers": 2,
+                      "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8,
+                      "global_head_dim": 16, "num_global_key_value_heads": 1, "attention_k_eq_v": True,
+                      "layer_types": ["sliding_attention", "full_attention"], "vocab_size": 32,
+                      "sliding_window": 16, "intermediate_size": 32}}
+tok = {"version": "1.0", "truncation": {"direction": "Right", "max_length": 512, "strategy": "LongestFirst",
+                                        "stride": 0}, "padding": None, "added_tokens": [],
+       "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}}
+tcfg = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 512, "truncation_side": "right"}
+write("doctor", "gemma4_trunc", json.dumps(G4).encode() + SEP + json.dumps(tok).encode() + SEP
+      + json.dumps(tcfg).encode())
+write("doctor", "llama", json.dumps(LLAMA).encode() + SEP + SEP + SEP + st(dense))
+write("doctor", "utf8", json.dumps({"model_type": "a" + "\u00e9" * 300}).encode())
+
+acfg = {"peft_type": "LORA", "r": 2, "lora_alpha": 4, "target_modules": ["q_proj", "v_proj"],
+        "rank_pattern": {"v_proj": 1}, "alpha_pattern": {}, "use_rslora": False, "use_dora": False,
+        "bias": "none", "fan_in_fan_out": False, "modules_to_save": None}
+P = "base_model.model.model.layers.0.self_attn."
+lora = [(P + "q_proj.lora_A.weight", "F32", [2, 16], b"\0" * 128),
+        (P + "q_proj.lora_B.weight", "F32", [16, 2], struct.pack("<32f", *([0.5] * 32))),
+        (P + "v_proj.lora_A.weight", "BF16", [1, 16], bf16(16)),
+        (P + "v_proj.lora_B.weight", "BF16", [8, 1], bf16(8))]
+write("lora", "two_modules", json.dumps(acfg).encode() + SEP + st(lora))
+write("lora", "regex_targets", json.dumps(dict(acfg, target_modules=".*\\.(q|v)_proj")).encode() + SEP + st(lora))
+
+chat = {"choices": [{"message": {"content": "hi there", "tool_calls": [
+    {"type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+    "finish_reason": "length", "logprobs": {"content": [{"token": "hi", "logprob": -0.5},
+                                                        {"token": " there", "logprob": -1.25}]}}],
+        "usage": {"completion_tokens": 2}}
+comp = {"choices": [{"text": "aaaa", "finish_reason": "length",
+                     "logprobs": {"token_logprobs": [-0.1, -0.1, None, -1e5], "tokens": ["a", "a", "a", "a"]}}]}
+models = {"data": [{"id": "m", "max_model_len": 4096}, {"id": "other"}]}
+write("probe", "chat", b"\x01" + json.dumps(chat).encode())
+write("probe", "tools", b"\x02" + json.dumps(chat).encode())
+write("probe", "completion", b"\x00" + json.dumps(comp).encode())
+write("probe", "models", b"\x00" + json.dumps(models).encode())
+write("probe", "error400", b"\x04" + json.dumps({"error": {"message": "NaN in logits"}}).encode())
