@@ -33,6 +33,9 @@ typedef struct cli_args {
     const char *val[CLI_MAX_VALS];   /* "" for flags */
     int nval;
     int help;
+    /* the Hugging Face cache name ("org/name") positional i was resolved
+     * from, NULL when it was given as a path (see cli_resolve_inputs) */
+    const char *hf_repo[CLI_MAX_POS];
 } cli_args;
 
 /* argv[0] is the command name. On --help, sets a->help and returns 0. */

@@ -1,5 +1,9 @@
 #include "cmd_common.h"
 
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -26,4 +30,127 @@ uint64_t peak_rss_bytes(void)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (uint64_t)ru.ru_maxrss * 1024;
+}
+
+/* Which arguments of each command name a checkpoint folder to read: bit i
+ * of pos is positional i; opt is an option whose value is one. writes_input
+ * is the flag that makes the command write into its input folder; out_pos
+ * and out_suffix give a missing output folder its default name. */
+typedef struct input_rule {
+    const char *cmd;
+    unsigned pos;
+    const char *opt;
+    const char *writes_input;
+    int out_pos;
+    const char *out_suffix;
+} input_rule;
+
+static const input_rule input_rules[] = {
+    {"quantize", 1u << 0, NULL, NULL, 1, "-NVFP4A16"},  /* the naming published quants use */
+    {"plan", 1u << 0, NULL, NULL, -1, NULL},
+    {"inspect", 1u << 0, NULL, NULL, -1, NULL},
+    {"verify", 1u << 0, "--against", NULL, -1, NULL},
+    {"diff", 1u << 0 | 1u << 1, NULL, NULL, -1, NULL},
+    {"doctor", 1u << 0, NULL, "--fix", -1, NULL},
+    {"fit", 1u << 0, NULL, NULL, -1, NULL},
+    {"dequantize", 1u << 0, NULL, NULL, -1, NULL},
+    {"merge", 1u << 0, NULL, NULL, -1, NULL},  /* the base; the adapter is a PEFT folder */
+};
+
+static const input_rule *input_rule_of(const char *cmd)
+{
+    for (size_t i = 0; i < sizeof input_rules / sizeof *input_rules; i++)
+        if (strcmp(input_rules[i].cmd, cmd) == 0)
+            return &input_rules[i];
+    return NULL;
+}
+
+/* The environment is read here, at the edge; the library takes the values. */
+static hf_env env_now(void)
+{
+    hf_env env = {getenv("HF_HUB_CACHE"), getenv("HUGGINGFACE_HUB_CACHE"), getenv("HF_HOME"),
+                  getenv("XDG_CACHE_HOME"), getenv("HOME")};
+    return env;
+}
+
+/* Resolves *arg in place when it is a cache name (*repo, when asked for,
+ * records the name); a path or other text is left as it is. */
+static int resolve_one(const char **arg, const hf_env *env, cli_inputs *in, const char **repo, ff_err *e)
+{
+    hf_ref *r = &in->refs[in->nrefs];
+    int rc = hfcache_lookup(*arg, env, r, e);
+    if (rc || !r->dir)
+        return rc;
+    in->nrefs++;
+    *arg = r->dir;
+    if (repo)
+        *repo = r->repo;
+    return FF_OK;
+}
+
+/* "./<stem><suffix>": the stem is the cache name's model part, else the
+ * input folder's own name (resolved, so "." names the folder; an input that
+ * does not resolve keeps its last component, and the command then reports
+ * the input, not a missing OUT). */
+static char *default_out(const char *input, const char *repo, const char *suffix)
+{
+    char abs[PATH_MAX], buf[PATH_MAX + 64];
+    const char *stem;
+    if (repo)
+        stem = strchr(repo, '/') + 1;
+    else if (realpath(input, abs))
+        stem = basename(abs);
+    else {
+        snprintf(abs, sizeof abs, "%s", input);
+        stem = basename(abs);
+    }
+    snprintf(buf, sizeof buf, "./%s%s", stem, suffix);
+    return strdup(buf);
+}
+
+/* doctor --fix writes backups and rewritten files beside its input: inside
+ * the cache that would change a snapshot (and the blobs its links share with
+ * other revisions) behind huggingface_hub's back. */
+static int refuse_cache_write(const input_rule *rule, const cli_args *a, const hf_env *env, ff_err *e)
+{
+    if (!rule->writes_input || !cli_flag(a, rule->writes_input) || !hfcache_contains(a->pos[0], env))
+        return FF_OK;
+    const char *name = a->hf_repo[0] ? a->hf_repo[0] : a->pos[0];
+    return ff_fail(e, FF_EUSAGE,
+                   "%s %s: %s is in the Hugging Face cache, which fp4forge never writes; run `fp4forge quantize "
+                   "%s OUT --fix` (it fixes a shadow copy beside OUT) or copy the snapshot out (cp -rL %s DIR) "
+                   "and fix the copy",
+                   rule->cmd, rule->writes_input, a->pos[0], name, a->pos[0]);
+}
+
+int cli_resolve_inputs(const char *cmd, cli_args *a, cli_inputs *in, ff_err *e)
+{
+    memset(in, 0, sizeof *in);
+    const input_rule *rule = input_rule_of(cmd);
+    if (!rule)
+        return FF_OK;
+    hf_env env = env_now();
+    int rc = FF_OK;
+    for (int i = 0; i < a->npos && rc == FF_OK; i++)
+        if (rule->pos & (1u << i))
+            rc = resolve_one(&a->pos[i], &env, in, &a->hf_repo[i], e);
+    for (int i = 0; i < a->nval && rc == FF_OK && rule->opt; i++)
+        if (strcmp(a->name[i], rule->opt) == 0 && in->nrefs < CLI_MAX_POS)
+            rc = resolve_one(&a->val[i], &env, in, NULL, e);
+    if (rc == FF_OK)
+        rc = refuse_cache_write(rule, a, &env, e);
+    if (rc == FF_OK && rule->out_suffix && a->npos == rule->out_pos && a->npos < CLI_MAX_POS && a->npos > 0) {
+        in->default_out = default_out(a->pos[0], a->hf_repo[0], rule->out_suffix);
+        if (in->default_out)
+            a->pos[a->npos++] = in->default_out;
+    }
+    return rc;
+}
+
+void cli_inputs_free(cli_inputs *in)
+{
+    for (int i = 0; i < in->nrefs; i++)
+        hf_ref_free(&in->refs[i]);
+    free(in->default_out);
+    memset(in, 0, sizeof *in);
 }

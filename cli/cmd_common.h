@@ -3,6 +3,7 @@
 #define FF_CMD_COMMON_H
 
 #include "cliopt.h"
+#include "hfcache.h"
 #include "plan.h"
 
 /* The recipe options (plan and quantize take the same ones). */
@@ -22,6 +23,21 @@ void recipe_from_cli(const cli_args *a, recipe_args *r);
 /* Prints the plan of dir (as `fp4forge plan`; JSON with json) and returns
  * its status: plan and quantize --dry-run share it. */
 int plan_and_print(const char *dir, const recipe_args *r, int json, ff_err *e);
+/* Checkpoint inputs given as Hugging Face cache names, resolved once for
+ * every command (cli_resolve_inputs); owns the resolved paths. */
+typedef struct cli_inputs {
+    hf_ref refs[CLI_MAX_POS + 1];
+    int nrefs;
+    char *default_out;
+} cli_inputs;
+
+/* For cmd: replaces each positional (and option value) that names a
+ * checkpoint folder and is an `org/name[@revision]` of the local cache with
+ * its snapshot folder (a->hf_repo records the name), fills a missing output
+ * folder with its default (quantize: ./<name>-NVFP4A16), and refuses an
+ * option that writes into its input (doctor --fix) on a cache path. */
+int cli_resolve_inputs(const char *cmd, cli_args *a, cli_inputs *in, ff_err *e);
+void cli_inputs_free(cli_inputs *in);
 /* Peak resident memory of this process so far, in bytes. */
 uint64_t peak_rss_bytes(void);
 

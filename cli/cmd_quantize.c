@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "card.h"
 #include "cmd_common.h"
+#include "fsutil.h"
 #include "commands.h"
 #include "lora.h"
 #include "doctor_shadow.h"
@@ -27,13 +29,16 @@ static const cli_opt options[] = {
 };
 
 const cli_spec quantize_spec = {
-    "quantize", "IN_DIR OUT_DIR",
+    "quantize", "IN_DIR|ORG/NAME[@REV] [OUT_DIR]",
     "Quantizes a bf16 checkpoint to NVFP4A16 (compressed-tensors nvfp4-pack-quantized: E2M1\n"
     "weights, fp8 e4m3 scale per 16, fp32 global scale per tensor, activations 16-bit).\n"
     "Language-model attention and MLP Linears (and MoE experts, split per expert) are\n"
     "quantized; q/k/v share a global scale and gate/up share one. Vision tower, projectors,\n"
     "routers, embeddings, norms and lm_head are copied. Output is staged in OUT_DIR.partial-PID\n"
-    "and renamed into place only when complete.",
+    "and renamed into place only when complete; OUT_DIR/README.md is then the model card (counts,\n"
+    "observer, vllm serve line) with the input's own README.md beneath it. IN may be a Hugging\n"
+    "Face cache name (org/name[@revision], read from the local cache, never downloaded); OUT_DIR\n"
+    "defaults to ./<name>-NVFP4A16.",
     options, 1, 2, NULL,
 };
 
@@ -65,6 +70,20 @@ static void summary(const plan *p, const quant_stats *st, const char *out, int j
            st->seconds, gbps, st->threads, st->kernel, (double)peak_rss_bytes() / 1e6);
     for (int i = 0; i < p->nnotes; i++)
         printf("  note: %s\n", p->notes[i]);
+}
+
+/* The model card goes in after the output is in place (quantize_run
+ * renames the staging folder itself): it replaces the README.md copied from
+ * the input with the card, the input's README.md kept beneath it. */
+static int write_card(const cli_args *a, const plan *p, const ckpt *c, ff_err *e)
+{
+    char *base_card = fs_join(a->pos[0], "README.md");
+    /* no serve path: the card, like the weights, must not depend on where
+     * OUT is (runs into different folders are compared byte for byte) */
+    card_info ci = {a->hf_repo[0], base_card, NULL};
+    int rc = base_card ? card_write(a->pos[1], p, c, &ci, e) : ff_fail(e, FF_EIO, "out of memory");
+    free(base_card);
+    return rc ? ff_wrap(e, "model card: ") : FF_OK;
 }
 
 int cmd_quantize(const cli_args *args)
@@ -120,6 +139,8 @@ int cmd_quantize(const cli_args *args)
     }
     if (!rc)
         rc = quantize_run(&c, &p, a.pos[1], &o, &st, &e);
+    if (!rc)
+        rc = write_card(&a, &p, &c, &e);
     if (!rc)
         summary(&p, &st, a.pos[1], json);
     if (!rc && o.source && !json)

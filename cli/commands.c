@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cmd_common.h"
 #include "writer.h"
 
 const ff_command ff_commands[] = {
@@ -19,6 +20,8 @@ const ff_command ff_commands[] = {
     {&merge_spec, cmd_merge, "merge a PEFT LoRA adapter into a bf16 checkpoint", 2},
     {&fit_spec, cmd_fit, "will this checkpoint serve on this GPU at this context?", -1},
     {&probe_spec, cmd_probe, "gate a served OpenAI-compatible endpoint (NaN logprobs, empty output)", -1},
+    {&repair_scales_spec, cmd_repair_scales, "one global scale per fused group of an NVFP4 checkpoint (re-express or --against SRC)", 1},
+    {&completion_spec, cmd_completion, "print a bash or zsh completion script (from these option tables)", -1},
     {NULL, NULL, NULL, -1},
 };
 
@@ -73,6 +76,14 @@ int ff_command_dispatch(const ff_command *c, int argc, char **argv)
     if (a.help) {
         cli_print_help(c->spec, stdout);
         return 0;
+    }
+    /* Cache names become snapshot folders here, once for every command, so
+     * each command's body sees folders only. Static like the guard: the
+     * guard may hold the default OUT it made until the process ends. */
+    static cli_inputs inputs;
+    if (cli_resolve_inputs(c->spec->cmd, &a, &inputs, &e)) {
+        cli_inputs_free(&inputs);
+        return cmd_report(c->spec->cmd, &e);
     }
     static interrupt_guard guard;   /* lives until the process ends */
     if (c->out_pos >= 0 && c->out_pos < a.npos)

@@ -33,6 +33,8 @@ FF_DECLARE_COMMAND(doctor);
 FF_DECLARE_COMMAND(merge);
 FF_DECLARE_COMMAND(fit);
 FF_DECLARE_COMMAND(probe);
+FF_DECLARE_COMMAND(repair_scales);
+FF_DECLARE_COMMAND(completion);
 
 extern const ff_command ff_commands[];
 

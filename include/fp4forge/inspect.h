@@ -41,6 +41,8 @@ void insp_free(insp *s);
 /* The rule a tensor falls under (quantized parts map to their module's
  * weight), or NULL. */
 const ff_rule *insp_rule(const insp *s, const char *tensor_name);
+/* The fused-group key of a quantized module ("" when it stands alone). */
+void insp_tie_key(const insp *s, const char *mod, char *key, size_t n);
 /* Its family name, "other" when no rule matches. */
 const char *insp_family(const insp *s, const char *tensor_name);
 /* The ignore list's entries, or NULL. */

@@ -309,3 +309,22 @@ json_t *insp_group_names(const json_t *names)
     }
     return groups;
 }
+
+/* Modules whose global scales must be equal share a key: the parent + the
+ * rule's fuse key (q/k/v, gate/up), or for split experts the parent + the
+ * group when the fused rule names two outputs; "" when the module stands
+ * alone. verify's fused_scales check and repair-scales both group by it, so
+ * what verify flags is what repair-scales repairs. */
+void insp_tie_key(const insp *s, const char *mod, char *key, size_t n)
+{
+    char w[1100];
+    snprintf(w, sizeof w, "%s.weight_packed", mod);
+    const ff_rule *r = insp_rule(s, w);
+    const char *dot = strrchr(mod, '.');
+    int plen = dot ? (int)(dot - mod) : 0;
+    key[0] = 0;
+    if (r && r->fuse)
+        snprintf(key, n, "%.*s|%s", plen, mod, r->fuse);
+    else if (r && (r->role == ROLE_EXPERTS_FUSED2 || r->role == ROLE_EXPERTS_FUSED2_T) && r->expert_out[1])
+        snprintf(key, n, "%.*s|%s", plen, mod, r->group);
+}

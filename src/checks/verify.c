@@ -143,23 +143,6 @@ typedef struct gs_rec {
 
 static int gs_cmp(const void *a, const void *b) { return strcmp(((const gs_rec *)a)->key, ((const gs_rec *)b)->key); }
 
-/* The tie key of a module: its parent + the rule's fuse key (q/k/v,
- * gate/up), or for split experts parent + "experts" when the fused rule names
- * two outputs; "" when the module stands alone. */
-static void tie_key(const vctx *v, const char *mod, char *key, size_t n)
-{
-    char w[1100];
-    snprintf(w, sizeof w, "%s.weight_packed", mod);
-    const ff_rule *r = insp_rule(&v->qi, w);
-    const char *dot = strrchr(mod, '.');
-    int plen = dot ? (int)(dot - mod) : 0;
-    key[0] = 0;
-    if (r && r->fuse)
-        snprintf(key, n, "%.*s|%s", plen, mod, r->fuse);
-    else if (r && (r->role == ROLE_EXPERTS_FUSED2 || r->role == ROLE_EXPERTS_FUSED2_T) && r->expert_out[1])
-        snprintf(key, n, "%.*s|%s", plen, mod, r->group);
-}
-
 static void check_fused(vctx *v)
 {
     gs_rec *recs = calloc(v->q.ntensors + 1, sizeof *recs);
@@ -173,7 +156,7 @@ static void check_fused(vctx *v)
         ff_err e2 = {0};
         if (!dq_module_of(v->q.tensors[i].st->name, r->module, sizeof r->module))
             continue;
-        tie_key(v, r->module, r->key, sizeof r->key);
+        insp_tie_key(&v->qi, r->module, r->key, sizeof r->key);
         if (!r->key[0] || dq_find(&v->q, r->module, &m, &e2) != FF_OK)
             continue;
         memcpy(&r->gs, ckpt_data(&v->q, m.global), sizeof r->gs);

@@ -109,7 +109,19 @@ else
     echo "FAIL vllm_neg_tamper ($(tail -1 "$D/neg/tamper.log"))"; rc=1
 fi
 
-vpyrun vllm_oracle "$CONF/vllm_oracle.py" "$D" --models $MODELS --neg "$NEG" \
+# repair-scales on the tampered copy: one global scale per group again, so vLLM
+# reads it without the parallel-layer warning and equals its dequantized copy
+REPAIRED=()
+if [ -d "$D/neg/q" ] && "$FF" repair-scales "$D/neg/q" "$D/repaired/q" > "$D/repaired.log" 2>&1 \
+    && "$FF" dequantize "$D/repaired/q" "$D/repaired/dq" > "$D/repaired-dq.log" 2>&1; then
+    ln -sfn "../$NEG/bf16" "$D/repaired/bf16"
+    REPAIRED=(repaired)
+    echo "PASS vllm_repair_scales_of_neg ($(grep -m1 'worst relative error introduced' "$D/repaired.log" | sed 's/^ *//'))"
+else
+    echo "FAIL vllm_repair_scales_of_neg ($(tail -1 "$D/repaired.log" "$D/repaired-dq.log" 2>/dev/null | tr '\n' ' '))"; rc=1
+fi
+
+vpyrun vllm_oracle "$CONF/vllm_oracle.py" "$D" --models $MODELS "${REPAIRED[@]}" --neg "$NEG" \
     --refuse-dense gemma4_dense --refuse-moe gemma4_moe "${UNPAIRED[@]}"
 echo "# t_vllm.sh took $(( $(date +%s) - T0 ))s (vLLM log: $D/vllm_oracle.err)"
 exit $rc

@@ -169,6 +169,9 @@ def check_model(work, name, results):
     want_moe = name.endswith("moe") or name in ("mixtral", "llama4")
     ok = (lin > 0 and schemes.get("CompressedTensorsW4A4Fp4(use_a16)", 0) == lin
           and (moe > 0) == want_moe and not cdq)
+    parallel = [m for m in cap.messages if PARALLEL_WARNING in m]
+    line(not parallel, f"vllm_{name}_no_parallel_gscale_warning",
+         parallel[0][:120] if parallel else f"no '{PARALLEL_WARNING}' while loading it")
     if want_moe:
         w13 = [m for m in cap.messages if W13_WARNING in m]
         line(not w13, f"vllm_{name}_no_w13_gscale_warning",

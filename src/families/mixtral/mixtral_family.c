@@ -21,6 +21,10 @@ static const ff_rule mixtral_rules[] = {
     FF_EXPERT_AS(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w1\\.weight$", "w13", "gate_proj"),
     FF_EXPERT_AS(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w3\\.weight$", "w13", "up_proj"),
     FF_EXPERT_AS(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w2\\.weight$", NULL, "down_proj"),
+    /* the same experts under their output names, so verify and repair-scales
+     * find each expert's gate/up pair in a quantized checkpoint */
+    FF_EXPERT(LM "block_sparse_moe\\.experts\\.[0-9]+\\.(gate|up)_proj\\.weight$", "w13"),
+    FF_EXPERT(LM "block_sparse_moe\\.experts\\.[0-9]+\\.down_proj\\.weight$", NULL),
     FF_ROUTER(LM "block_sparse_moe\\.gate\\.weight$", 0),
     FF_KEEP("^model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
     FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),

@@ -1,0 +1,32 @@
+/* The model card of a quantized output: OUT/README.md in Hugging Face's
+ * conventions (YAML front matter the Hub reads: base_model,
+ * base_model_relation: quantized, tags, library_name), then what the plan
+ * quantized and kept, the observer, the tool and version and the serve line,
+ * with the base model's own card kept beneath it. */
+#ifndef FF_CARD_H
+#define FF_CARD_H
+
+#include <stdio.h>
+
+#include "checkpoint.h"
+#include "ff_err.h"
+#include "plan.h"
+
+typedef struct card_info {
+    const char *base_model;  /* "org/name" the input was named by, or NULL:
+                              * then config.json's _name_or_path when it is
+                              * shaped like one, else none */
+    const char *base_card;   /* the input's README.md (may be absent), or NULL */
+    const char *serve_path;  /* the folder in the `vllm serve` line, or NULL:
+                              * ./<name>-NVFP4A16 (the default output's
+                              * name) when the base model is known, so the
+                              * card holds no path of this machine */
+} card_info;
+
+/* Writes the card for plan p of checkpoint c on out. */
+int card_print(const plan *p, const ckpt *c, const card_info *ci, FILE *out, ff_err *e);
+/* Writes it as out_dir/README.md (beside and renamed over, so a reader sees
+ * the old file or the whole new one). */
+int card_write(const char *out_dir, const plan *p, const ckpt *c, const card_info *ci, ff_err *e);
+
+#endif

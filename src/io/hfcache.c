@@ -1,0 +1,245 @@
+#include "hfcache.h"
+
+#include <ctype.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsutil.h"
+
+/* huggingface_hub caps a repo id part at 96 characters. */
+#define PART_MAX 96
+
+/* One part of a repo id: letters, digits, '.', '_', '-', not starting with
+ * '.' or '-' and without "..", so a name can never climb out of the cache. */
+static int valid_part(const char *s, size_t n)
+{
+    if (n == 0 || n > PART_MAX || s[0] == '.' || s[0] == '-')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i]))
+            return 0;
+        if (i + 1 < n && s[i] == '.' && s[i + 1] == '.')
+            return 0;
+    }
+    return 1;
+}
+
+/* A branch, tag or commit; branches may hold '/' (refs/pr/1), never "..". */
+static int valid_revision(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 255 || s[0] == '/' || s[n - 1] == '/' || strstr(s, ".."))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && !strchr("._-/", s[i]))
+            return 0;
+    return 1;
+}
+
+int hfcache_is_name(const char *arg)
+{
+    const char *at = strchr(arg, '@');
+    size_t len = at ? (size_t)(at - arg) : strlen(arg);
+    const char *slash = memchr(arg, '/', len);
+    if (!slash || memchr(slash + 1, '/', len - (size_t)(slash - arg) - 1))
+        return 0;
+    if (!valid_part(arg, (size_t)(slash - arg)) || !valid_part(slash + 1, len - (size_t)(slash - arg) - 1))
+        return 0;
+    return !at || valid_revision(at + 1);
+}
+
+static int is_commit(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!isxdigit((unsigned char)s[n]) || isupper((unsigned char)s[n]))
+            return 0;
+    return n == 40;
+}
+
+/* dir + "/" + a + "/" + b ... (NULL-terminated parts), malloc'd. */
+static char *path_of(const char *dir, ...)
+{
+    va_list ap;
+    size_t n = strlen(dir) + 1;
+    va_start(ap, dir);
+    for (const char *p; (p = va_arg(ap, const char *));)
+        n += strlen(p) + 1;
+    va_end(ap);
+    char *s = malloc(n);
+    if (!s)
+        return NULL;
+    strcpy(s, dir);
+    va_start(ap, dir);
+    for (const char *p; (p = va_arg(ap, const char *));) {
+        strcat(s, "/");
+        strcat(s, p);
+    }
+    va_end(ap);
+    return s;
+}
+
+/* huggingface_hub expands a leading "~" in these variables; so do we. */
+static char *expand_home(const char *v, const char *home)
+{
+    if (v[0] == '~' && (v[1] == '/' || !v[1]) && home)
+        return path_of(home, v[1] ? v + 2 : NULL, NULL);
+    return strdup(v);
+}
+
+char *hfcache_root(const hf_env *env, ff_err *e)
+{
+    char *r = NULL;
+    if (env->hub_cache && *env->hub_cache)
+        r = expand_home(env->hub_cache, env->home);
+    else if (env->legacy_cache && *env->legacy_cache)
+        r = expand_home(env->legacy_cache, env->home);
+    else if (env->hf_home && *env->hf_home) {
+        char *h = expand_home(env->hf_home, env->home);
+        r = h ? path_of(h, "hub", NULL) : NULL;
+        free(h);
+    } else if (env->xdg_cache && *env->xdg_cache) {
+        char *x = expand_home(env->xdg_cache, env->home);
+        r = x ? path_of(x, "huggingface", "hub", NULL) : NULL;
+        free(x);
+    } else if (env->home && *env->home) {
+        r = path_of(env->home, ".cache", "huggingface", "hub", NULL);
+    } else {
+        ff_fail(e, FF_EIO, "cannot locate the Hugging Face cache: none of HF_HUB_CACHE, HF_HOME, HOME is set");
+        return NULL;
+    }
+    if (!r)
+        ff_fail(e, FF_EIO, "out of memory");
+    return r;
+}
+
+/* The commit a ref file holds (refs/<revision>: 40 hex digits, maybe a
+ * newline), into out[41]; -1 when absent or not a commit. */
+static int read_ref(const char *path, char out[41])
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char buf[128];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    while (n && isspace((unsigned char)buf[n - 1]))
+        n--;
+    buf[n] = 0;
+    if (!is_commit(buf))
+        return -1;
+    memcpy(out, buf, 41);
+    return 0;
+}
+
+/* The one line for a name the cache does not hold: where we looked and how
+ * to fetch it (fp4forge itself never goes online). */
+static int not_cached(ff_err *e, const char *arg, const char *repo, const char *rev, const char *looked,
+                      const char *why)
+{
+    char revopt[300] = "";
+    if (strcmp(rev, "main") != 0)
+        snprintf(revopt, sizeof revopt, " --revision %s", rev);
+    return ff_fail(e, FF_EIO,
+                   "%s: no such folder, and %s in the Hugging Face cache (looked in %s); "
+                   "download it with `huggingface-cli download %s%s` (or `hf download %s%s`)",
+                   arg, why, looked, repo, revopt, repo, revopt);
+}
+
+/* Splits "org/name[@rev]" into r->repo, r->name, r->revision. */
+static int split_name(const char *arg, hf_ref *r, ff_err *e)
+{
+    const char *at = strchr(arg, '@');
+    r->repo = at ? strndup(arg, (size_t)(at - arg)) : strdup(arg);
+    r->revision = strdup(at ? at + 1 : "main");
+    r->name = r->repo ? strdup(strchr(r->repo, '/') + 1) : NULL;
+    return r->repo && r->revision && r->name ? FF_OK : ff_fail(e, FF_EIO, "out of memory");
+}
+
+/* The cache folder of a repo: "models--org--name" (huggingface_hub's
+ * repo_folder_name: '/' becomes "--"). */
+static char *model_folder(const char *root, const char *repo)
+{
+    const char *slash = strchr(repo, '/');
+    char name[2 * PART_MAX + 16];
+    snprintf(name, sizeof name, "models--%.*s--%s", (int)(slash - repo), repo, slash + 1);
+    return path_of(root, name, NULL);
+}
+
+static int find_snapshot(const char *arg, const char *root, hf_ref *r, ff_err *e)
+{
+    char *model = model_folder(root, r->repo), *ref = NULL, commit[41];
+    int rc = FF_OK;
+    if (!model)
+        return ff_fail(e, FF_EIO, "out of memory");
+    if (!fs_is_dir(model)) {
+        rc = not_cached(e, arg, r->repo, r->revision, model, "not");
+    } else if (is_commit(r->revision)) {
+        /* a full commit hash names the snapshot itself, no ref needed */
+        memcpy(commit, r->revision, 41);
+    } else if (!(ref = path_of(model, "refs", r->revision, NULL))) {
+        rc = ff_fail(e, FF_EIO, "out of memory");
+    } else if (read_ref(ref, commit) != 0) {
+        rc = not_cached(e, arg, r->repo, r->revision, ref, "its revision is not");
+    }
+    if (!rc && !(r->dir = path_of(model, "snapshots", commit, NULL)))
+        rc = ff_fail(e, FF_EIO, "out of memory");
+    if (!rc && !fs_is_dir(r->dir))
+        rc = not_cached(e, arg, r->repo, r->revision, r->dir, "its snapshot is not");
+    free(model);
+    free(ref);
+    return rc;
+}
+
+int hfcache_lookup(const char *arg, const hf_env *env, hf_ref *r, ff_err *e)
+{
+    memset(r, 0, sizeof *r);
+    /* an existing path always wins: a folder named like a repo id is a folder */
+    if (fs_exists(arg) || !hfcache_is_name(arg))
+        return FF_OK;
+    char *root = hfcache_root(env, e);
+    int rc = root ? split_name(arg, r, e) : e->code;
+    if (!rc)
+        rc = find_snapshot(arg, root, r, e);
+    free(root);
+    if (rc)
+        hf_ref_free(r);
+    return rc;
+}
+
+/* Is a inside b (or b itself)? Both absolute and resolved. */
+static int path_within(const char *a, const char *b)
+{
+    size_t n = strlen(b);
+    return strncmp(a, b, n) == 0 && (a[n] == 0 || a[n] == '/' || (n == 1 && b[0] == '/'));
+}
+
+int hfcache_contains(const char *path, const hf_env *env)
+{
+    char abs[PATH_MAX], rootabs[PATH_MAX];
+    if (!realpath(path, abs))
+        return 0;
+    char *root = hfcache_root(env, NULL);
+    int in = root && realpath(root, rootabs) && path_within(abs, rootabs);
+    free(root);
+    /* a cache somewhere else (copied, or a variable that differs now): its
+     * layout gives it away */
+    const char *m = strstr(abs, "/models--");
+    if (m && (strstr(m, "/snapshots/") || strstr(m, "/blobs/")))
+        in = 1;
+    return in;
+}
+
+void hf_ref_free(hf_ref *r)
+{
+    if (!r)
+        return;
+    free(r->repo);
+    free(r->name);
+    free(r->revision);
+    free(r->dir);
+    memset(r, 0, sizeof *r);
+}
