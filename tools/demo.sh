@@ -3,9 +3,14 @@
 # schema) -> plan -> quantize -> verify against the source -> inspect.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh
-make -s build/fp4forge
-FF=build/fp4forge
+# FP4FORGE_BIN: an installed fp4forge (e.g. from the wheel) instead of building one
+if [ -n "${FP4FORGE_BIN:-}" ]; then
+    FF=$FP4FORGE_BIN
+else
+    bash tools/setup.sh
+    make -s build/fp4forge
+    FF=build/fp4forge
+fi
 D=${DEMO_DIR:-build/demo}
 rm -rf "$D"; mkdir -p "$D"
 $FF synth "$D/gemma4-synth-bf16"

@@ -196,17 +196,24 @@ def check_model(work, name, results):
          f"text equal: {'yes' if btext else 'no'}; 3 engines in {time.time() - t0:.1f}s")
 
 
-def check_neg(work, name, results):
+def run_capturing(work, name, path):
+    """Runs the checkpoint at PATH on NAME's prompts; returns (prompts, results, the
+    warnings vLLM logged meanwhile)."""
     cap = Capture()
     logging.getLogger("vllm").addHandler(cap)
     try:
         with open(os.path.join(work, name, "bf16", "config.json")) as f:
             cfg = json.load(f)
         prompts = prompts_for(cfg.get("text_config", cfg)["vocab_size"])
-        neg, _ = run(os.path.join(work, "neg", "q"), prompts)
+        res, _ = run(path, prompts)
     finally:
         logging.getLogger("vllm").removeHandler(cap)
-    warned = [m for m in cap.messages if PARALLEL_WARNING in m]
+    return prompts, res, cap.messages
+
+
+def check_neg(work, name, results):
+    prompts, neg, messages = run_capturing(work, name, os.path.join(work, "neg", "q"))
+    warned = [m for m in messages if PARALLEL_WARNING in m]
     line(bool(warned), "vllm_neg_warns_parallel_gscale",
          (warned[0][:160] if warned else f"no warning containing '{PARALLEL_WARNING}'"))
     ref = results.get(name, {}).get("q")
@@ -229,16 +236,8 @@ def check_unpaired(work, name, results):
     """llm-compressor model_free_ptq's output of NAME (WORK/NAME/mfp), whose experts'
     gate/up carry a global scale each: vLLM warns and serves up_proj with the gate's
     scale. Run after every model of ours, since vLLM says it once a process."""
-    cap = Capture()
-    logging.getLogger("vllm").addHandler(cap)
-    try:
-        with open(os.path.join(work, name, "bf16", "config.json")) as f:
-            cfg = json.load(f)
-        prompts = prompts_for(cfg.get("text_config", cfg)["vocab_size"])
-        theirs, _ = run(os.path.join(work, name, "mfp"), prompts)
-    finally:
-        logging.getLogger("vllm").removeHandler(cap)
-    w13 = [m for m in cap.messages if W13_WARNING in m]
+    _, theirs, messages = run_capturing(work, name, os.path.join(work, name, "mfp"))
+    w13 = [m for m in messages if W13_WARNING in m]
     line(bool(w13), f"vllm_{name}_model_free_ptq_warns_w13",
          (w13[0][:120] if w13 else f"no '{W13_WARNING}'") + " (llm-compressor model_free_ptq output)")
     ours = results.get(name, {}).get("q")
