@@ -1,6 +1,8 @@
 /* fp4forge verify: exit 0 when every check passes, 6 when one fails. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cliopt.h"
 #include "commands.h"
@@ -13,6 +15,7 @@ static const cli_opt options[] = {
     {"--max-mean-rel-error", "X", "mean relative error ceiling (default 0.16)"},
     {"--worst", "N", "list the N worst tensors (default 5)"},
     {"--json", NULL, "print the result as JSON"},
+    {"--html", "FILE", "also write one self-contained page: heatmaps of the error by layer, failing checks first"},
     {NULL, NULL, NULL},
 };
 
@@ -34,6 +37,17 @@ static int num_opt(const cli_args *a, const char *name, double *v, ff_err *e)
     return cli_real(a, name, -1e9, 1e9, v, e);
 }
 
+static int write_html(const json_t *r, const char *path, ff_err *e)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ff_fail(e, FF_EIO, "%s: cannot write: %s", path, strerror(errno));
+    int bad = verify_write_html(r, f);
+    if (fclose(f) != 0 || bad)
+        return ff_fail(e, FF_EIO, "%s: writing the page failed", path);
+    return FF_OK;
+}
+
 int cmd_verify(const cli_args *args)
 {
     const cli_args a = *args;
@@ -47,6 +61,11 @@ int cmd_verify(const cli_args *args)
     json_t *r;
     if (verify_run(a.pos[0], &o, &r, &e))
         return cmd_report("verify", &e);
+    const char *html = cli_get(&a, "--html");
+    if (html && write_html(r, html, &e)) {
+        json_decref(r);
+        return cmd_report("verify", &e);
+    }
     if (cli_flag(&a, "--json")) {
         char *s = json_dumps(r, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
         printf("%s\n", s);

@@ -26,5 +26,9 @@ typedef struct verify_opts {
  * "ok" for the verdict), another code when the folders cannot be read. */
 int verify_run(const char *out_dir, const verify_opts *o, json_t **result, ff_err *e);
 void verify_print(const json_t *result, FILE *out);
+/* One self-contained HTML page of a verify result (inline SVG heatmaps of the
+ * per-tensor relative error, failing checks first, a table); 0, or -1 when
+ * memory or the write failed. */
+int verify_write_html(const json_t *result, FILE *out);
 
 #endif
