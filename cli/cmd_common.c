@@ -1,5 +1,6 @@
 #include "cmd_common.h"
 
+#include <errno.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -153,4 +154,15 @@ void cli_inputs_free(cli_inputs *in)
         hf_ref_free(&in->refs[i]);
     free(in->default_out);
     memset(in, 0, sizeof *in);
+}
+
+int cmd_write_page(const char *path, int (*writer)(const json_t *, FILE *), const json_t *r, ff_err *e)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ff_fail(e, FF_EIO, "%s: cannot write: %s", path, strerror(errno));
+    int bad = writer(r, f);
+    if (fclose(f) != 0 || bad)
+        return ff_fail(e, FF_EIO, "%s: writing the page failed", path);
+    return FF_OK;
 }

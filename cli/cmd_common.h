@@ -38,6 +38,9 @@ typedef struct cli_inputs {
  * option that writes into its input (doctor --fix) on a cache path. */
 int cli_resolve_inputs(const char *cmd, cli_args *a, cli_inputs *in, ff_err *e);
 void cli_inputs_free(cli_inputs *in);
+
+/* Writes a report page (verify --html, diff --html) to PATH with WRITER. */
+int cmd_write_page(const char *path, int (*writer)(const json_t *, FILE *), const json_t *r, ff_err *e);
 /* Peak resident memory of this process so far, in bytes. */
 uint64_t peak_rss_bytes(void);
 

@@ -3,12 +3,14 @@
 #include <stdlib.h>
 
 #include "cliopt.h"
+#include "cmd_common.h"
 #include "commands.h"
 #include "diff.h"
 
 static const cli_opt options[] = {
     {"--allow-class-mismatch", NULL, "compare even when the architecture classes differ"},
     {"--json", NULL, "print the comparison as JSON"},
+    {"--html", "FILE", "also write the comparison as one self-contained page"},
     {NULL, NULL, NULL},
 };
 
@@ -31,6 +33,11 @@ int cmd_diff(const cli_args *args)
     int rc = diff_run(a.pos[0], a.pos[1], cli_flag(&a, "--allow-class-mismatch"), &r, &e);
     if (!r)
         return cmd_report("diff", &e);
+    const char *html = cli_get(&a, "--html");
+    if (html && cmd_write_page(html, diff_write_html, r, &e)) {
+        json_decref(r);
+        return cmd_report("diff", &e);
+    }
     if (cli_flag(&a, "--json")) {
         char *s = json_dumps(r, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         printf("%s\n", s);

@@ -1,10 +1,9 @@
 /* fp4forge verify: exit 0 when every check passes, 6 when one fails. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cliopt.h"
+#include "cmd_common.h"
 #include "commands.h"
 #include "verify.h"
 
@@ -37,17 +36,6 @@ static int num_opt(const cli_args *a, const char *name, double *v, ff_err *e)
     return cli_real(a, name, -1e9, 1e9, v, e);
 }
 
-static int write_html(const json_t *r, const char *path, ff_err *e)
-{
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return ff_fail(e, FF_EIO, "%s: cannot write: %s", path, strerror(errno));
-    int bad = verify_write_html(r, f);
-    if (fclose(f) != 0 || bad)
-        return ff_fail(e, FF_EIO, "%s: writing the page failed", path);
-    return FF_OK;
-}
-
 int cmd_verify(const cli_args *args)
 {
     const cli_args a = *args;
@@ -62,7 +50,7 @@ int cmd_verify(const cli_args *args)
     if (verify_run(a.pos[0], &o, &r, &e))
         return cmd_report("verify", &e);
     const char *html = cli_get(&a, "--html");
-    if (html && write_html(r, html, &e)) {
+    if (html && cmd_write_page(html, verify_write_html, r, &e)) {
         json_decref(r);
         return cmd_report("verify", &e);
     }

@@ -14,5 +14,7 @@
  * (result still filled) when the classes differ and !allow_class_mismatch. */
 int diff_run(const char *a, const char *b, int allow_class_mismatch, json_t **result, ff_err *e);
 void diff_print(const json_t *result, FILE *out);
+/* The comparison as one self-contained HTML page; 0, or -1 when the write failed. */
+int diff_write_html(const json_t *result, FILE *out);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "html.h"
 #include "verify.h"
 
 typedef struct row {
@@ -23,19 +24,6 @@ typedef struct heat {
     int nlayers;
     double *val;                /* [layer * ncols + col], NAN when absent */
 } heat;
-
-static void esc(FILE *o, const char *s)
-{
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", o); break;
-        case '>': fputs("&gt;", o); break;
-        case '&': fputs("&amp;", o); break;
-        case '"': fputs("&quot;", o); break;
-        default: fputc(*s, o);
-        }
-    }
-}
 
 /* The number after `key` in a module name ("layers." -> 12), or -1. */
 static int index_after(const char *name, const char *key)
@@ -137,7 +125,7 @@ static void svg_heat(FILE *o, const heat *h, int experts, double lo, double hi)
             fprintf(o, "<text x='%d' y='%d' text-anchor='middle'>%zu</text>\n", x, top - 6, c);
         else if (!experts) {
             fprintf(o, "<text transform='translate(%d,%d) rotate(-60)'>", x, top - 4);
-            esc(o, h->cols[c]);
+            html_esc(o, h->cols[c]);
             fputs("</text>\n", o);
         }
     }
@@ -150,7 +138,7 @@ static void svg_heat(FILE *o, const heat *h, int experts, double lo, double hi)
             color(o, v, lo, hi);
             fprintf(o, "'><title>layer %d %s%zu: ", l, experts ? "expert " : "", c);
             if (!experts)
-                esc(o, h->cols[c]);
+                html_esc(o, h->cols[c]);
             if (isnan(v))
                 fputs(" (not quantized)</title></rect>\n", o);
             else
@@ -179,16 +167,14 @@ static void checks_section(FILE *o, const json_t *checks, int failing)
         if (ok == failing)
             continue;
         fprintf(o, "<tr class='%s'><td>%s</td><td>", ok ? "pass" : "fail", ok ? "PASS" : "FAIL");
-        esc(o, name);
+        html_esc(o, name);
         fputs("</td><td>", o);
-        esc(o, json_string_value(json_object_get(c, "detail")));
+        html_esc(o, json_string_value(json_object_get(c, "detail")));
         size_t i;
         const json_t *it;
         json_array_foreach(json_object_get(c, "items"), i, it) {
-            char *s = json_is_string(it) ? NULL : json_dumps(it, JSON_COMPACT);
             fputs("<br>", o);
-            esc(o, s ? s : json_string_value(it));
-            free(s);
+            html_json_text(o, it);
         }
         fputs("</td></tr>\n", o);
     }
@@ -207,9 +193,9 @@ static void tensor_table(FILE *o, row *r, size_t n)
           "<th>relative error</th><th>SNR dB</th><th>elements</th></tr>\n", o);
     for (size_t i = 0; i < n; i++) {
         fputs("<tr><td>", o);
-        esc(o, r[i].module);
+        html_esc(o, r[i].module);
         fputs("</td><td>", o);
-        esc(o, r[i].family);
+        html_esc(o, r[i].family);
         fprintf(o, "</td><td>%.5f</td><td>%.2f</td><td>%lld</td></tr>\n", r[i].rel, r[i].snr, r[i].numel);
     }
     fputs("</table>\n", o);
@@ -217,19 +203,13 @@ static void tensor_table(FILE *o, row *r, size_t n)
 
 static void page_head(FILE *o, const json_t *res)
 {
-    int ok = json_is_true(json_object_get(res, "ok"));
-    fputs("<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>fp4forge verify</title>\n<style>"
-          "body{font-family:sans-serif;margin:24px}table{border-collapse:collapse}"
-          "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px;text-align:left}"
-          ".fail td{background:#fdd}.pass td{background:#efe}.verdict{font-size:22px}"
-          "</style></head><body>\n<h1>fp4forge verify</h1>\n<p class='verdict'>", o);
-    fputs(ok ? "verdict: PASS" : "verdict: FAIL", o);
-    fputs("</p>\n<p>output: ", o);
-    esc(o, json_string_value(json_object_get(res, "output")));
+    html_begin(o, "fp4forge verify", json_is_true(json_object_get(res, "ok")));
+    fputs("<p>output: ", o);
+    html_esc(o, json_string_value(json_object_get(res, "output")));
     const char *against = json_string_value(json_object_get(res, "against"));
     if (against) {
         fputs("<br>against: ", o);
-        esc(o, against);
+        html_esc(o, against);
     }
     fputs("</p>\n", o);
 }
@@ -274,6 +254,6 @@ int verify_write_html(const json_t *res, FILE *o)
         fputs("<p>No per-tensor errors: run verify with --against SRC_DIR for the heatmap.</p>\n", o);
     }
     free(r);
-    fputs("</body></html>\n", o);
+    html_end(o);
     return ferror(o) ? -1 : 0;
 }

@@ -46,3 +46,12 @@ if grep -q "verdict: FAIL" "$W/bad.txt" && grep -q "fused_scales" "$W/bad.txt" &
 else
     echo "FAIL html_text_failing_first (see $W/bad.txt)"
 fi
+"$FF" diff "$W/q" "$W/src" --html "$W/diff.html" > /dev/null; st=$?
+render "$W/diff.html" "$W/diff.png" "$W/diff.txt"
+size=$(stat -c %s "$W/diff.png" 2>/dev/null || echo 0)
+if [ $st -eq 6 ] && [ "$size" -gt 10000 ] && grep -q "verdict: FAIL" "$W/diff.txt" && grep -q "only_in_a" "$W/diff.txt" \
+    && grep -q "weight_packed" "$W/diff.txt"; then
+    echo "PASS html_diff_rendered (rc=6, $size-byte screenshot, differences listed)"
+else
+    echo "FAIL html_diff_rendered (rc=$st, $size bytes; see $W/diff.txt)"
+fi

@@ -1,0 +1,84 @@
+/* diff --html: the comparison as one self-contained page: the verdict and
+ * the architecture classes first, then every list that holds a difference
+ * (the lists diff's JSON carries), then the shard tables. */
+#include <string.h>
+
+#include "diff.h"
+#include "html.h"
+
+/* Objects become rows under their first item's keys; anything else one cell. */
+static void item_row(FILE *o, const json_t *it, const json_t *first)
+{
+    fputs("<tr>", o);
+    if (json_is_object(it) && json_is_object(first)) {
+        const char *k;
+        const json_t *unused;
+        json_object_foreach((json_t *)first, k, unused) {
+            fputs("<td>", o);
+            html_json_text(o, json_object_get(it, k));
+            fputs("</td>", o);
+        }
+    } else {
+        fputs("<td>", o);
+        html_json_text(o, it);
+        fputs("</td>", o);
+    }
+    fputs("</tr>\n", o);
+}
+
+static void list_section(FILE *o, const char *key, const json_t *items)
+{
+    const json_t *first = json_array_get(items, 0);
+    fprintf(o, "<h2>%s (%zu)</h2>\n<table>\n", key, json_array_size(items));
+    if (json_is_object(first)) {
+        fputs("<tr>", o);
+        const char *k;
+        const json_t *unused;
+        json_object_foreach((json_t *)first, k, unused) {
+            fputs("<th>", o);
+            html_esc(o, k);
+            fputs("</th>", o);
+        }
+        fputs("</tr>\n", o);
+    }
+    size_t i;
+    const json_t *it;
+    json_array_foreach(items, i, it)
+        item_row(o, it, first);
+    fputs("</table>\n", o);
+}
+
+static int is_shard_table(const char *key)
+{
+    return strncmp(key, "shards_", 7) == 0;
+}
+
+int diff_write_html(const json_t *res, FILE *o)
+{
+    html_begin(o, "fp4forge diff", json_is_true(json_object_get(res, "same")));
+    fputs("<p>A: ", o);
+    html_esc(o, json_string_value(json_object_get(res, "a")));
+    fputs(" (", o);
+    html_esc(o, json_string_value(json_object_get(res, "class_a")));
+    fputs(")<br>B: ", o);
+    html_esc(o, json_string_value(json_object_get(res, "b")));
+    fputs(" (", o);
+    html_esc(o, json_string_value(json_object_get(res, "class_b")));
+    fprintf(o, ")%s</p>\n", json_is_true(json_object_get(res, "refused"))
+                                 ? "<br><b>refused: the architecture classes differ</b>" : "");
+    const char *key;
+    const json_t *v;
+    int any = 0;
+    json_object_foreach((json_t *)res, key, v)
+        if (json_is_array(v) && json_array_size(v) && !is_shard_table(key)) {
+            list_section(o, key, v);
+            any = 1;
+        }
+    if (!any)
+        fputs("<p>No differences.</p>\n", o);
+    json_object_foreach((json_t *)res, key, v)
+        if (json_is_array(v) && is_shard_table(key))
+            list_section(o, key, v);
+    html_end(o);
+    return ferror(o) ? -1 : 0;
+}
