@@ -24,11 +24,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             free(ff_geometry_new(fam, c.config, &e));
         plan p;
         plan_opts o = {0};
-        if (plan_build(&p, &c, &o, &e) == FF_OK) {
-            json_t *j = plan_to_json(&p, &c);
-            json_decref(j);
-            plan_free(&p);
-        }
+        int rc = plan_build(&p, &c, &o, &e);
+        if (rc == FF_OK || rc == FF_EPLAN) /* a refused plan is filled, to be printed */
+            json_decref(plan_to_json(&p, &c));
+        plan_free(&p);   /* whatever plan_build returned, as its callers do */
     }
     ckpt_close(&c);
     return 0;
