@@ -10,11 +10,13 @@
 #include "lora.h"
 #include "doctor_shadow.h"
 #include "quantize.h"
+#include "nvfp4_mse.h"
 
 static const cli_opt options[] = {
     {"--threads", "N", "worker threads (default: all cores)"},
     {"--shard-size", "SIZE", "target shard size, e.g. 5GB (default), 500MB"},
     {"--kernel", "NAME", "scalar, avx2 or avx512 (default: fastest available; same bytes)"},
+    {"--observer", "NAME", "minmax (default), mse or expanded-mse: llm-compressor's weight observers, same bytes"},
     {"--dry-run", NULL, "print the plan (as fp4forge plan) and write nothing"},
     {"--json", NULL, "with --dry-run: the plan as JSON; otherwise a JSON summary"},
     {"--quiet", NULL, "no progress bar"},
@@ -80,7 +82,10 @@ static int write_card(const cli_args *a, const plan *p, const ckpt *c, ff_err *e
     char *base_card = fs_join(a->pos[0], "README.md");
     /* no serve path: the card, like the weights, must not depend on where
      * OUT is (runs into different folders are compared byte for byte) */
-    card_info ci = {a->hf_repo[0], base_card, NULL};
+    nvfp4_obs obs;
+    const char *obs_name = cli_get(a, "--observer");
+    card_info ci = {a->hf_repo[0], base_card, NULL,
+                    obs_name && nvfp4_obs_from_name(obs_name, &obs) == 0 ? obs.llmc_name : NULL};
     int rc = base_card ? card_write(a->pos[1], p, c, &ci, e) : ff_fail(e, FF_EIO, "out of memory");
     free(base_card);
     return rc ? ff_wrap(e, "model card: ") : FF_OK;
@@ -105,6 +110,14 @@ int cmd_quantize(const cli_args *args)
     if (cli_threads(&a, &o.threads, &e) || cli_shard_size(&a, &o.shard_size, &e))
         return cmd_report("quantize", &e);
     o.kernel = cli_get(&a, "--kernel");
+    nvfp4_obs obs;
+    const char *obs_name = cli_get(&a, "--observer");
+    if (obs_name && nvfp4_obs_from_name(obs_name, &obs)) {
+        ff_fail(&e, FF_EUSAGE, "--observer %s: unknown (minmax, mse, expanded-mse; or llm-compressor's "
+                "memoryless_minmax, memoryless_mse, mse, nvfp4_expanded_mse, fouroversix)", obs_name);
+        return cmd_report("quantize", &e);
+    }
+    o.observer = obs_name ? &obs : NULL;
     o.input_dir = a.pos[0];
     o.force = cli_flag(&a, "--force");
     o.progress = !cli_flag(&a, "--quiet") && isatty(2);

@@ -21,6 +21,8 @@ typedef struct card_info {
                               * ./<name>-NVFP4A16 (the default output's
                               * name) when the base model is known, so the
                               * card holds no path of this machine */
+    const char *observer;    /* llm-compressor's name of the weight observer
+                              * (memoryless_minmax when NULL) */
 } card_info;
 
 /* Writes the card for plan p of checkpoint c on out. */

@@ -82,12 +82,27 @@ typedef struct plan {
     int nviolations;
     char *arch_class;                  /* "dense" / "moe" */
     int layers, experts, has_vision;
+    /* An FP8-block source (src/io/fp8_block.h): the plan is built over a
+     * view of the checkpoint's tensors in which each F8_E4M3 weight with a
+     * weight_scale_inv reads as BF16 (its scale belongs to it and has no
+     * output); the executor decodes such a tensor unit by unit. NULL when
+     * the source has none. */
+    ckpt_tensor *fp8_view;             /* ntensors entries, members point here */
+    st_tensor *fp8_st;                 /* the BF16 headers of the view */
+    const ckpt_tensor **fp8_scale;     /* per tensor index: its scale, or NULL */
+    const ckpt *fp8_src;               /* the checkpoint the view is over */
+    int64_t fp8_weights;               /* FP8-block weights decoded */
 } plan;
 
 /* Builds the plan. Returns FF_EPLAN (with the first violation in e) when an
- * invariant is broken; the plan is still filled so it can be printed. */
+ * invariant is broken; the plan is still filled so it can be printed.
+ * plan_free it whatever this returns. */
 int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e);
 void plan_free(plan *p);
+/* When t (a tensor a plan item or member reads) is the BF16 view of an
+ * FP8-block weight: the stored F8_E4M3 tensor, with its scale in *scale
+ * (scale may be NULL). Else NULL. */
+const ckpt_tensor *plan_fp8_source(const plan *p, const ckpt_tensor *t, const ckpt_tensor **scale);
 /* Source bytes a unit reads. */
 uint64_t plan_unit_bytes_in(const plan *p, const plan_unit *u);
 /* The member's [rows, cols] weight in its source dtype: a pointer into

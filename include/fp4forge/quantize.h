@@ -20,6 +20,8 @@ typedef struct quant_source {
     int (*finish)(void *ctx, ff_err *e);
 } quant_source;
 
+struct nvfp4_obs;
+
 typedef struct quant_opts {
     int threads;              /* <= 0: all cores */
     uint64_t shard_size;      /* bytes per shard (a tensor never splits) */
@@ -28,6 +30,8 @@ typedef struct quant_opts {
     int force;                /* replace an existing OUT_DIR */
     const quant_source *source; /* NULL: every byte comes from the input */
     const char *input_dir;    /* the user's input when the checkpoint read is a doctor shadow (may be NULL) */
+    const struct nvfp4_obs *observer; /* NULL or minmax: today's min/max bytes; else an MSE
+                                         grid search (src/kernels/nvfp4_mse.h) */
 } quant_opts;
 
 typedef struct quant_stats {

@@ -15,6 +15,9 @@ typedef struct synth_opts {
     int threads;          /* filling weights; the bytes do not depend on it */
     int force;            /* replace an existing OUT */
     int sparse;           /* headers and file sizes only: the data reads as zeros and takes no disk */
+    int fp8_block;        /* --source fp8-block: decoder Linears ("*_proj.weight" under model.layers.)
+                             stored F8_E4M3 + F32 weight_scale_inv per 128x128 block, and the
+                             config's quantization_config {quant_method: fp8, ...}, as DeepSeek-V3 */
 } synth_opts;
 
 /* A preset (a family's --arch value) at "tiny" or "real" size; sets its family. */

@@ -15,6 +15,7 @@
     X(mixtral)             \
     X(glm4_moe)            \
     X(llama4)              \
+    X(deepseek_v3)         \
     /* end of the table */
 
 #define DECLARE_FAMILY(name) extern const ff_family ff_family_##name;

@@ -143,6 +143,16 @@ static void print_serve(const char *base, const card_info *ci, FILE *out)
         fprintf(out, "```\nvllm serve /path/to/this/folder\n```\n");
 }
 
+/* How a reader would say the observer llm-compressor's name stands for. */
+static const char *observer_words(const char *llmc_name)
+{
+    if (!llmc_name || strcmp(llmc_name, "memoryless_minmax") == 0)
+        return "min-max";
+    if (strcmp(llmc_name, "nvfp4_expanded_mse") == 0)
+        return "expanded-range MSE grid search";
+    return "MSE grid search";
+}
+
 static void print_body(const plan *p, const char *base, const card_info *ci, FILE *out)
 {
     fprintf(out, "# %s NVFP4A16\n\n", base ? base : "NVFP4A16 checkpoint");
@@ -155,10 +165,10 @@ static void print_body(const plan *p, const char *base, const card_info *ci, FIL
     print_counts(p, out);
     fprintf(out, "## How it was made\n\n"
                  "- tool: fp4forge %s (`fp4forge quantize`)\n"
-                 "- observer: min-max on the weights (`memoryless_minmax`), no calibration data\n"
+                 "- observer: %s on the weights (`%s`), no calibration data\n"
                  "- scheme: weights FP4 (E2M1), group size 16, FP8 E4M3 group scales, FP32 global scale; "
                  "input activations not quantized\n\n",
-            FP4FORGE_VERSION);
+            FP4FORGE_VERSION, observer_words(ci->observer), ci->observer ? ci->observer : "memoryless_minmax");
     print_serve(base, ci, out);
 }
 

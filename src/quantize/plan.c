@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8_block.h"
 #include "jsonio.h"
 #include "nvfp4.h"
 
@@ -125,6 +126,15 @@ static int add_out(plan *p, const char *name, ff_dtype dt, int ndim, const int64
     return PUSH(p, outs, o);
 }
 
+/* Bytes an element takes as stored: the dtype's, or 1 for an FP8-block
+ * weight read through the BF16 view. */
+static size_t stored_esz(const ckpt_tensor *t)
+{
+    uint64_t numel = st_numel(t->st), stored = t->st->end - t->st->begin;
+    size_t esz = ff_dtype_size(t->st->dtype);
+    return numel && stored / numel < esz ? (size_t)(stored / numel) : esz;
+}
+
 static int add_member(plan *p, const ckpt_tensor *src, uint64_t row0, uint64_t rows,
                       uint64_t cols, char *module, const char *family)
 {
@@ -149,7 +159,7 @@ static int add_member(plan *p, const ckpt_tensor *src, uint64_t row0, uint64_t r
         return -1;
     plan_family_stat *fs = fam_stat(p, family);
     fs->quantized++;
-    uint64_t in = rows * cols * ff_dtype_size(src->st->dtype);
+    uint64_t in = rows * cols * stored_esz(src);
     uint64_t out = rows * cols / 2 + rows * cols / NVFP4_GROUP + 4;
     fs->bytes_in += in;
     fs->bytes_out += out;
@@ -161,14 +171,15 @@ static int add_member(plan *p, const ckpt_tensor *src, uint64_t row0, uint64_t r
 static int add_keep(plan *p, const ckpt_tensor *t, const char *family, const decision *d)
 {
     plan_item it = {.kind = ITEM_KEEP, .src = t};
-    uint64_t nb = t->st->end - t->st->begin;
+    /* a kept FP8-block weight is written decoded, as bf16 */
+    uint64_t nb = plan_fp8_source(p, t, NULL) ? st_numel(t->st) * 2 : t->st->end - t->st->begin;
     if (add_out(p, t->st->name, t->st->dtype, t->st->ndim, t->st->shape, nb, &it.out))
         return -1;
     plan_family_stat *fs = fam_stat(p, family);
     fs->kept++;
-    fs->bytes_in += nb;
+    fs->bytes_in += t->st->end - t->st->begin;   /* nb but for a decoded FP8 weight */
     fs->bytes_out += nb;
-    p->bytes_in += nb;
+    p->bytes_in += t->st->end - t->st->begin;
     p->bytes_out += nb;
     if (d->rule && d->rule->linear) {
         fs->kept_linears++;
@@ -221,6 +232,8 @@ static int decide(plan *p, const ckpt *c, const ff_matcher *am, const plan_opts 
         const ckpt_tensor *t = &c->tensors[i];
         const char *name = t->st->name;
         decision *x = &d[i];
+        if (p->fp8_view && fp8b_is_scale(p->fp8_src, name))
+            continue;   /* belongs to its FP8 weight: decoded with it, no output */
         x->rule = ff_match(am, name);
         x->role = x->rule ? x->rule->role : ROLE_KEEP;
         x->module = x->role == ROLE_LINEAR || (x->rule && x->rule->linear && x->role == ROLE_KEEP)
@@ -403,7 +416,7 @@ static int emit(plan *p, const ckpt *c, decision *d, ff_err *e)
     int rc = done && next ? 0 : -1;
     for (size_t i = 0; i < c->ntensors && rc == 0; i++) {
         const ckpt_tensor *t = &c->tensors[i];
-        if (done[i])
+        if (done[i] || (p->fp8_view && fp8b_is_scale(p->fp8_src, t->st->name)))
             continue;
         decision *x = &d[i];
         const char *family = x->rule ? x->rule->group : "other";
@@ -462,6 +475,49 @@ static void check_invariants(plan *p, const plan_opts *o)
              (long long)(p->kept_routers + p->q_routers), (long long)x->routers);
 }
 
+/* The BF16 view of an FP8-block checkpoint: the table's tensors with each
+ * FP8-block weight's header copied and retyped BF16 (its byte range stays
+ * the stored F8_E4M3 one, which read-ahead advises). */
+static int fp8_view_build(plan *p, const ckpt *c, ff_err *e)
+{
+    size_t n = c->ntensors ? c->ntensors : 1;
+    p->fp8_view = malloc(n * sizeof *p->fp8_view);
+    p->fp8_st = malloc(n * sizeof *p->fp8_st);
+    p->fp8_scale = calloc(n, sizeof *p->fp8_scale);
+    if (!p->fp8_view || !p->fp8_st || !p->fp8_scale)
+        return ff_fail(e, FF_EIO, "out of memory while planning");
+    p->fp8_src = c;
+    for (size_t i = 0; i < c->ntensors; i++) {
+        p->fp8_view[i] = c->tensors[i];
+        const ckpt_tensor *s;
+        int rc = fp8b_scale_of(c, &c->tensors[i], &s, e);
+        if (rc)
+            return rc;
+        if (!s)
+            continue;
+        p->fp8_st[i] = *c->tensors[i].st;
+        p->fp8_st[i].dtype = FF_DT_BF16;
+        p->fp8_view[i].st = &p->fp8_st[i];
+        p->fp8_scale[i] = s;
+        p->fp8_weights++;
+    }
+    return FF_OK;
+}
+
+const ckpt_tensor *plan_fp8_source(const plan *p, const ckpt_tensor *t, const ckpt_tensor **scale)
+{
+    if (scale)
+        *scale = NULL;
+    if (!p->fp8_view || t < p->fp8_view || t >= p->fp8_view + p->fp8_src->ntensors)
+        return NULL;
+    size_t i = (size_t)(t - p->fp8_view);
+    if (!p->fp8_scale[i])
+        return NULL;
+    if (scale)
+        *scale = p->fp8_scale[i];
+    return &p->fp8_src->tensors[i];
+}
+
 int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
 {
     memset(p, 0, sizeof *p);
@@ -477,11 +533,23 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
         return ff_fail(e, FF_EIO, "%s/config.json: model_type '%s' is not a family fp4forge knows (%s)",
                        c->dir, jsonio_str(c->config, "model_type", "?"), known);
     }
-    if (json_object_get(c->config, "quantization_config"))
+    const char *fp8_why;
+    int fp8 = fp8b_config(c->config, &fp8_why);
+    if (fp8 < 0 && strcmp(jsonio_str(json_object_get(c->config, "quantization_config"), "quant_method", ""), "fp8") == 0)
+        return ff_fail(e, FF_EIO, "%s/config.json: an FP8 quantization_config fp4forge does not decode: %s", c->dir, fp8_why);
+    if (fp8 < 0)
         return ff_fail(e, FF_EIO, "%s/config.json: already has a quantization_config (input must be unquantized)", c->dir);
     int rc = p->fam->expect(c->config, &p->expect, e);
     if (rc)
         return ff_wrap(e, "%s/", c->dir);
+    ckpt view;
+    if (fp8 > 0) {
+        if ((rc = fp8_view_build(p, c, e)))
+            return rc;
+        view = *c;
+        view.tensors = p->fp8_view;
+        c = &view;   /* decisions and members read the view */
+    }
     ff_matcher am;
     if ((rc = ff_matcher_init(&am, p->fam, c->config, e)))
         return rc;
@@ -556,6 +624,9 @@ void plan_free(plan *p)
     free(p->outs);
     free(p->ignore);
     free(p->arch_class);
+    free(p->fp8_view);
+    free(p->fp8_st);
+    free(p->fp8_scale);
     memset(p, 0, sizeof *p);
 }
 
@@ -564,7 +635,7 @@ uint64_t plan_unit_bytes_in(const plan *p, const plan_unit *u)
     uint64_t n = 0;
     for (size_t k = 0; k < u->count; k++) {
         const plan_member *m = &p->members[u->first + k];
-        n += m->rows * m->cols * ff_dtype_size(m->src->st->dtype);
+        n += m->rows * m->cols * stored_esz(m->src);
     }
     return n;
 }
@@ -594,7 +665,7 @@ const uint8_t *plan_member_rows(const plan_member *m, const uint8_t *base, void 
 
 void plan_member_span(const plan_member *m, uint64_t *lo, uint64_t *hi)
 {
-    size_t esz = ff_dtype_size(m->src->st->dtype);
+    size_t esz = stored_esz(m->src);   /* 1 for an FP8-block weight read as BF16 */
     uint64_t width = m->transposed ? m->stride : m->cols, nrows = m->transposed ? m->cols : m->rows;
     *lo = m->src->st->begin + m->row0 * width * esz;
     *hi = *lo + nrows * width * esz;

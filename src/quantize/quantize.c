@@ -10,12 +10,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fp8_block.h"
 #include "fsutil.h"
 #include "jsonio.h"
 #include "nvfp4.h"
+#include "nvfp4_mse.h"
 #include "nvfp4_simd.h"
 #include "progress.h"
 #include "qconfig.h"
+/* qconfig.c: qconfig_apply with weights.observer set (NULL: memoryless_minmax) */
+json_t *qconfig_apply_observer(const json_t *config, const plan *p, const char *observer);
 #include "writer_int.h"
 #include "shards.h"
 #include "threadpool.h"
@@ -51,6 +55,15 @@ typedef struct unit_job {
     void **data;              /* per member: the quant_source's copy, or NULL */
     const uint8_t **rows;     /* per member: its [rows, cols] weight (row 0) */
     void **owned;             /* per member: a transposed copy behind rows, or NULL */
+    /* MSE observers only (obs != NULL): per member, per group */
+    const nvfp4_obs *obs;
+    int obs_scalar;           /* --kernel scalar: the scalar search too */
+    uint64_t **mask;          /* improvement masks (nvfp4_obs_needs_mask) */
+    uint8_t **idx;            /* else the winning step */
+    float **gamax;            /* the chosen range */
+    int *stop;                /* per member: the tensor-wide early stop step */
+    uint64_t *task_any;       /* per task: OR of its groups' masks */
+    float *task_top;          /* per task: max chosen range */
 } unit_job;
 
 /* Member k's source tensor: the producer's copy when it made one, else the map. */
@@ -107,6 +120,87 @@ static void quant_task(void *ctx, size_t t)
     uint64_t r = j->task_row[t];
     j->kernel(j->rows[k], m->src->st->dtype, m->cols, r, task_rows(j, t), j->gs,
               j->packed[k] + r * (m->cols / 2), j->scales[k] + r * (m->cols / NVFP4_GROUP));
+}
+
+static void search_task(void *ctx, size_t t)
+{
+    unit_job *j = ctx;
+    size_t k = j->task_member[t];
+    const plan_member *m = &j->p->members[j->u->first + k];
+    uint64_t r = j->task_row[t], g = r * (m->cols / NVFP4_GROUP);
+    j->task_any[t] = 0;
+    (j->obs_scalar ? nvfp4_mse_search_rows : nvfp4_mse_search_rows_simd)(
+        j->rows[k], m->src->st->dtype, m->cols, r, task_rows(j, t), j->obs, j->mask[k] ? j->mask[k] + g : NULL,
+        j->idx[k] ? j->idx[k] + g : NULL, &j->task_any[t]);
+}
+
+static void choose_task(void *ctx, size_t t)
+{
+    unit_job *j = ctx;
+    size_t k = j->task_member[t];
+    const plan_member *m = &j->p->members[j->u->first + k];
+    uint64_t r = j->task_row[t], g = r * (m->cols / NVFP4_GROUP);
+    j->task_top[t] = nvfp4_mse_choose_rows(j->rows[k], m->src->st->dtype, m->cols, r, task_rows(j, t), j->obs,
+                                           j->mask[k] ? j->mask[k] + g : NULL, j->idx[k] ? j->idx[k] + g : NULL,
+                                           j->stop[k], j->gamax[k] + g);
+}
+
+static void quant_ranges_task(void *ctx, size_t t)
+{
+    unit_job *j = ctx;
+    size_t k = j->task_member[t];
+    const plan_member *m = &j->p->members[j->u->first + k];
+    uint64_t r = j->task_row[t];
+    nvfp4_quantize_rows_ranges(j->rows[k], m->src->st->dtype, m->cols, r, task_rows(j, t), j->gs,
+                               j->gamax[k] + r * (m->cols / NVFP4_GROUP), j->packed[k] + r * (m->cols / 2),
+                               j->scales[k] + r * (m->cols / NVFP4_GROUP));
+}
+
+/* Per-member search buffers; -1 when out of memory. */
+static int obs_alloc(unit_job *j)
+{
+    size_t n = j->u->count;
+    j->mask = calloc(n, sizeof *j->mask);
+    j->idx = calloc(n, sizeof *j->idx);
+    j->gamax = calloc(n, sizeof *j->gamax);
+    j->stop = calloc(n, sizeof *j->stop);
+    j->task_any = calloc(j->ntasks, sizeof *j->task_any);
+    j->task_top = calloc(j->ntasks, sizeof *j->task_top);
+    if (!j->mask || !j->idx || !j->gamax || !j->stop || !j->task_any || !j->task_top)
+        return -1;
+    int use_mask = nvfp4_obs_needs_mask(j->obs);
+    if (use_mask && j->obs->steps > 64)
+        return -1;
+    for (size_t k = 0; k < n; k++) {
+        const plan_member *m = &j->p->members[j->u->first + k];
+        uint64_t groups = m->rows * (m->cols / NVFP4_GROUP);
+        j->gamax[k] = malloc((groups ? groups : 1) * sizeof(float));
+        if (use_mask)
+            j->mask[k] = malloc((groups ? groups : 1) * sizeof(uint64_t));
+        else
+            j->idx[k] = malloc(groups ? groups : 1);
+        if (!j->gamax[k] || (use_mask ? !j->mask[k] : !j->idx[k]))
+            return -1;
+    }
+    return 0;
+}
+
+static void obs_free(unit_job *j)
+{
+    for (size_t k = 0; k < j->u->count; k++) {
+        if (j->mask)
+            free(j->mask[k]);
+        if (j->idx)
+            free(j->idx[k]);
+        if (j->gamax)
+            free(j->gamax[k]);
+    }
+    free(j->mask);
+    free(j->idx);
+    free(j->gamax);
+    free(j->stop);
+    free(j->task_any);
+    free(j->task_top);
 }
 
 static int arena_reserve(out_arena *a, uint64_t n)
@@ -170,6 +264,8 @@ static void free_job(unit_job *j)
     free(j->task_row);
     free(j->task_amax);
     free(j->task_bad);
+    if (j->obs)
+        obs_free(j);
 }
 
 /* madvise over coalesced file ranges. Consecutive items are nearly always
@@ -285,17 +381,35 @@ typedef struct io_state {
 } io_state;
 
 /* Lets the quant_source replace each member's source bytes. */
-static int load_members(unit_job *j, const quant_source *qs, ff_err *e)
+static int load_members(unit_job *j, const quant_source *qs, ff_pool *pool, ff_err *e)
 {
-    if (!qs)
+    if (!qs && !j->p->fp8_view)
         return FF_OK;
     j->data = calloc(j->u->count, sizeof *j->data);
     if (!j->data)
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", j->p->members[j->u->first].module);
     int rc = FF_OK;
-    for (size_t k = 0; k < j->u->count && rc == FF_OK; k++)
-        rc = qs->load(qs->ctx, j->p->members[j->u->first + k].src, &j->data[k], e);
+    for (size_t k = 0; k < j->u->count && rc == FF_OK; k++) {
+        const ckpt_tensor *src = j->p->members[j->u->first + k].src, *scale;
+        /* an FP8-block weight: decoded to the reference bf16 for this unit only */
+        const ckpt_tensor *f8 = plan_fp8_source(j->p, src, &scale);
+        uint16_t *dec = NULL;
+        if (f8 && (rc = fp8b_decode_tensor(j->c, f8, scale, pool, &dec, e)) == FF_OK)
+            j->data[k] = dec;
+        else if (!f8 && qs)
+            rc = qs->load(qs->ctx, src, &j->data[k], e);
+    }
     return rc;
+}
+
+static void run_tasks_weighted(ff_pool *pool, unit_job *j, pool_task_fn fn, uint64_t weight)
+{
+    if (j->elems * weight < SMALL_UNIT_ELEMS) {
+        for (size_t t = 0; t < j->ntasks; t++)
+            fn(j, t);
+        return;
+    }
+    pool_run(pool, j->ntasks, fn, j);
 }
 
 static void run_tasks(ff_pool *pool, unit_job *j, pool_task_fn fn)
@@ -308,17 +422,40 @@ static void run_tasks(ff_pool *pool, unit_job *j, pool_task_fn fn)
     pool_run(pool, j->ntasks, fn, j);
 }
 
-static int write_unit(const ckpt *c, const plan *p, const plan_unit *u, ff_pool *pool,
-                      nvfp4_rows_fn kernel, const quant_source *qs, io_state *io, shard_set *ss,
-                      ff_err *e)
+/* The MSE observers: search every group (threaded, each group on its own),
+ * cut each member at its tensor-wide early stop, and take the global scale
+ * from the chosen ranges' max over the fused unit (Observer.get_global_scale).
+ * Every reduction is an OR or a max, so the bytes do not depend on threads. */
+static float observe_ranges(unit_job *j, ff_pool *pool)
 {
-    unit_job j = {.c = c, .p = p, .u = u, .kernel = kernel};
+    /* each element is fake-quantized once per grid step */
+    run_tasks_weighted(pool, j, search_task, (uint64_t)j->obs->steps);
+    for (size_t k = 0; k < j->u->count; k++) {
+        uint64_t any = 0;
+        for (size_t t = 0; t < j->ntasks; t++)
+            if (j->task_member[t] == k)
+                any |= j->task_any[t];
+        j->stop[k] = nvfp4_obs_needs_mask(j->obs) ? nvfp4_mse_stop_step(j->obs, any) : j->obs->steps - 1;
+    }
+    run_tasks(pool, j, choose_task);
+    float top = 0.0f;
+    for (size_t t = 0; t < j->ntasks; t++)
+        top = j->task_top[t] > top ? j->task_top[t] : top;
+    return top;
+}
+
+static int write_unit(const ckpt *c, const plan *p, const plan_unit *u, ff_pool *pool,
+                      nvfp4_rows_fn kernel, const nvfp4_obs *obs, const quant_source *qs, io_state *io,
+                      shard_set *ss, ff_err *e)
+{
+    unit_job j = {.c = c, .p = p, .u = u, .kernel = kernel, .obs = obs,
+                  .obs_scalar = kernel == nvfp4_quantize_rows_scalar};
     int rc = FF_OK;
-    if (plan_tasks(&j, &io->arena)) {
+    if (plan_tasks(&j, &io->arena) || (obs && obs_alloc(&j))) {
         free_job(&j);
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
     }
-    if ((rc = load_members(&j, qs, e)) != FF_OK || (rc = locate_members(&j, e)) != FF_OK) {
+    if ((rc = load_members(&j, qs, pool, e)) != FF_OK || (rc = locate_members(&j, e)) != FF_OK) {
         free_job(&j);
         return rc;
     }
@@ -334,8 +471,10 @@ static int write_unit(const ckpt *c, const plan *p, const plan_unit *u, ff_pool 
         amax = j.task_amax[t] > amax ? j.task_amax[t] : amax;
     }
     if (rc == FF_OK) {
+        if (obs)
+            amax = observe_ranges(&j, pool);
         j.gs = nvfp4_global_scale(amax, p->members[u->first].src->st->dtype);
-        run_tasks(pool, &j, quant_task);
+        run_tasks(pool, &j, obs ? quant_ranges_task : quant_task);
         for (size_t k = 0; k < u->count && rc == FF_OK; k++) {
             const plan_member *m = &p->members[u->first + k];
             rc = out_write(&io->wc, ss, m->out, j.packed[k], m->rows * m->cols / 2, e);
@@ -349,11 +488,16 @@ static int write_unit(const ckpt *c, const plan *p, const plan_unit *u, ff_pool 
     return rc;
 }
 
-static int write_keep(const ckpt *c, const plan_item *it, const quant_source *qs, io_state *io,
+static int write_keep(const ckpt *c, const plan *p, const plan_item *it, const quant_source *qs, io_state *io,
                       shard_set *ss, ff_err *e)
 {
     void *buf = NULL;
-    if (qs && qs->load(qs->ctx, it->src, &buf, e))
+    uint16_t *dec = NULL;
+    const ckpt_tensor *scale, *f8 = plan_fp8_source(p, it->src, &scale);
+    if (f8 && fp8b_decode_tensor(c, f8, scale, NULL, &dec, e))
+        return e->code;   /* a kept FP8-block weight is written as the reference bf16 */
+    buf = dec;
+    if (!f8 && qs && qs->load(qs->ctx, it->src, &buf, e))
         return e->code;
     const uint8_t *src = buf ? buf : ckpt_data(c, it->src);
     /* a NaN in a kept tensor (a norm, an embedding, a router) serves NaN as
@@ -364,7 +508,7 @@ static int write_keep(const ckpt *c, const plan_item *it, const quant_source *qs
         return ff_fail(e, FF_EIO, "%s: tensor %s: element %lld is NaN or infinite (kept tensors are checked too)",
                        ckpt_path(c, it->src), it->src->st->name, (long long)bad);
     }
-    int rc = out_write(&io->wc, ss, it->out, src, it->src->st->end - it->src->st->begin, e);
+    int rc = out_write(&io->wc, ss, it->out, src, f8 ? st_numel(it->src->st) * 2 : it->src->st->end - it->src->st->begin, e);
     free(buf);
     return rc;
 }
@@ -396,8 +540,10 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
             ra_bytes += item_bytes(p, &p->items[ra_next]);
         }
         span_flush(&ahead);
-        rc = it->kind == ITEM_KEEP ? write_keep(c, it, o->source, &io, ss, e)
-                                   : write_unit(c, p, &p->units[it->unit], pool, kernel, o->source, &io, ss, e);
+        rc = it->kind == ITEM_KEEP ? write_keep(c, p, it, o->source, &io, ss, e)
+                                   : write_unit(c, p, &p->units[it->unit], pool, kernel,
+                                                o->observer && o->observer->kind != NVFP4_OBS_MINMAX ? o->observer : NULL,
+                                                o->source, &io, ss, e);
         span_item(&behind, c, p, it);
         ra_bytes -= item_bytes(p, it);
         progress_add(&bar, item_bytes(p, it), i + 1, p->nitems);
@@ -422,6 +568,8 @@ int quantize_run(const ckpt *c, const plan *p, const char *out_dir, const quant_
         return ff_fail(e, FF_EUSAGE, "kernel %s is unknown or this CPU cannot run it", o->kernel);
     if (o->kernel)
         st->kernel = o->kernel;
+    if (o->source && p->fp8_view)
+        return ff_fail(e, FF_EUSAGE, "%s: an FP8-block source cannot take a LoRA adapter in the same pass", c->dir);
     if (fs_same(out_dir, c->dir))
         return ff_fail(e, FF_EUSAGE, "%s: output folder is the input folder", out_dir);
     const char *inputs[] = {c->dir, o->input_dir, NULL};
@@ -433,7 +581,7 @@ int quantize_run(const ckpt *c, const plan *p, const char *out_dir, const quant_
     int rc = ckpt_writer_layout(w, p->outs, p->nouts, o->shard_size, e);
     if (!rc)
         rc = run_items(c, p, pool, kernel, ckpt_writer_shards(w), o, e);
-    json_t *cfg = rc ? NULL : qconfig_apply(c->config, p);
+    json_t *cfg = rc ? NULL : qconfig_apply_observer(c->config, p, o->observer ? o->observer->llmc_name : NULL);
     if (!rc)
         rc = cfg ? ckpt_writer_close(w, cfg, c->dir, 0, e) : ff_fail(e, FF_EIO, "out of memory");
     json_decref(cfg);
