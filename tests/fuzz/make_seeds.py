@@ -105,3 +105,15 @@ write("probe", "tools", b"\x02" + json.dumps(chat).encode())
 write("probe", "completion", b"\x00" + json.dumps(comp).encode())
 write("probe", "models", b"\x00" + json.dumps(models).encode())
 write("probe", "error400", b"\x04" + json.dumps({"error": {"message": "NaN in logits"}}).encode())
+
+# FP8-block source: weights F8_E4M3 + weight_scale_inv per 128x128 block (a partial
+# edge block in each direction), the quantization_config DeepSeek-V3 ships.
+DS = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 130,
+      "num_hidden_layers": 1, "vocab_size": 32,
+      "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                              "weight_block_size": [128, 128]}}
+fp8 = [(L + "self_attn.o_proj.weight", "F8_E4M3", [130, 130], bytes(range(256)) * 66 + bytes(4)),
+       (L + "self_attn.o_proj.weight_scale_inv", "F32", [2, 2], struct.pack("<4f", 0.5, 1.0, 2.0, 1e-3)),
+       (L + "mlp.down_proj.weight", "F8_E4M3", [4, 130], bytes(520)),
+       (L + "mlp.down_proj.weight_scale_inv", "F32", [1, 2], struct.pack("<2f", 1.0, 3.0))]
+write("fp8_source", "deepseek", json.dumps(DS).encode() + SEP + st(fp8))
