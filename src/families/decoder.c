@@ -1,6 +1,7 @@
 #include "decoder.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "jsonio.h"
@@ -111,4 +112,22 @@ int ff_decoder_synth_check(const synth_geom *g, ff_err *e)
     if (g->dense_layers < 0 || g->dense_layers > g->layers)
         return ff_fail(e, FF_EUSAGE, "synth: dense layers must be between 0 and the layer count");
     return FF_OK;
+}
+
+static const ff_rule mtp_linear = FF_KEEP_LINEAR("", "mtp", GUARD_FIXED);
+static const ff_rule mtp_other = FF_KEEP("", "mtp", GUARD_FIXED);
+
+const ff_rule *ff_decoder_mtp_rule(const json_t *config, const char *name)
+{
+    static const char prefix[] = "model.layers.";
+    if (strncmp(name, prefix, sizeof prefix - 1) != 0)
+        return NULL;
+    char *end;
+    long layer = strtol(name + sizeof prefix - 1, &end, 10);
+    if (*end != '.' || layer < jsonio_int(config, "num_hidden_layers", 0))
+        return NULL;
+    size_t n = strlen(name);
+    int weight = n > 7 && strcmp(name + n - 7, ".weight") == 0 && !strstr(name, "norm.") &&
+                 !strstr(name, "embed_tokens") && !strstr(name, "layernorm");
+    return weight ? &mtp_linear : &mtp_other;
 }

@@ -30,4 +30,11 @@ int ff_decoder_synth_aux(const char *dir, ff_err *e);
 /* The checks a decoder synth needs: sizes positive, widths multiples of 16. */
 int ff_decoder_synth_check(const synth_geom *g, ff_err *e);
 
+/* Multi-token-prediction layers (model.layers.N with N >= num_hidden_layers,
+ * as GLM-4.5 and DeepSeek-V3 store them): vLLM's main loader skips them and
+ * only its MTP drafter reads them, so they are kept byte for byte, their
+ * Linears in ignore. An override_rule hook for those families; NULL for
+ * every other tensor. */
+const ff_rule *ff_decoder_mtp_rule(const json_t *config, const char *name);
+
 #endif

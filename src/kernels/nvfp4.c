@@ -53,23 +53,6 @@ uint8_t nvfp4_fp4_code(float y)
     return sign | m;
 }
 
-/* One group's fp8 scale: s = amax_g / 6 in the observed dtype, times gs in
- * f32, clamped to +-448, rounded to e4m3; zero becomes 0.125. */
-static inline uint8_t group_scale(float amax_g, float gs, ff_dtype t, float *s8f)
-{
-    float s = ff_round_to(t, amax_g / NVFP4_FP4_MAX) * gs;
-    if (s > NVFP4_FP8_MAX)
-        s = NVFP4_FP8_MAX;
-    uint8_t code = ff_f32_to_e4m3(s);
-    float v = ff_e4m3_to_f32(code);
-    if (v == 0.0f) {
-        code = ff_f32_to_e4m3(NVFP4_ZERO_SCALE);
-        v = NVFP4_ZERO_SCALE;
-    }
-    *s8f = v;
-    return code;
-}
-
 void nvfp4_quantize_rows_scalar(const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
                                 uint64_t nrows, float gs, uint8_t *packed, uint8_t *scales)
 {
@@ -84,7 +67,7 @@ void nvfp4_quantize_rows_scalar(const void *w, ff_dtype t, uint64_t cols, uint64
                 amax = a > amax ? a : amax;
             }
             float s8f;
-            scales[r * groups + g] = group_scale(amax, gs, t, &s8f);
+            scales[r * groups + g] = nvfp4_group_scale(amax, gs, t, &s8f);
             float eff = s8f / gs;
             uint8_t *out = packed + r * (cols / 2) + g * (NVFP4_GROUP / 2);
             for (int i = 0; i < NVFP4_GROUP; i += 2) {

@@ -46,4 +46,22 @@ nvfp4_rows_fn nvfp4_kernel_by_name(const char *name);
 void nvfp4_dequantize_rows(const uint8_t *packed, const uint8_t *scales, float gs,
                            uint64_t cols, uint64_t nrows, float *out);
 
+/* One group's fp8 scale: s = amax_g / 6 in the observed dtype, times gs in
+ * f32, clamped to +-448, rounded to e4m3; zero becomes 0.125. The MSE
+ * observers call it with their chosen range in place of amax_g. */
+static inline uint8_t nvfp4_group_scale(float amax_g, float gs, ff_dtype t, float *s8f)
+{
+    float s = ff_round_to(t, amax_g / NVFP4_FP4_MAX) * gs;
+    if (s > NVFP4_FP8_MAX)
+        s = NVFP4_FP8_MAX;
+    uint8_t code = ff_f32_to_e4m3(s);
+    float v = ff_e4m3_to_f32(code);
+    if (v == 0.0f) {
+        code = ff_f32_to_e4m3(NVFP4_ZERO_SCALE);
+        v = NVFP4_ZERO_SCALE;
+    }
+    *s8f = v;
+    return code;
+}
+
 #endif

@@ -344,22 +344,6 @@ float nvfp4_mse_choose_rows(const void *w, ff_dtype t, uint64_t cols, uint64_t r
     return top;
 }
 
-/* nvfp4.c's group_scale with the chosen range in place of max|x|. */
-static inline uint8_t range_scale(float c, float gs, ff_dtype t, float *s8f)
-{
-    float s = ff_round_to(t, c / NVFP4_FP4_MAX) * gs;
-    if (s > NVFP4_FP8_MAX)
-        s = NVFP4_FP8_MAX;
-    uint8_t code = ff_f32_to_e4m3(s);
-    float v = ff_e4m3_to_f32(code);
-    if (v == 0.0f) {
-        code = ff_f32_to_e4m3(NVFP4_ZERO_SCALE);
-        v = NVFP4_ZERO_SCALE;
-    }
-    *s8f = v;
-    return code;
-}
-
 void nvfp4_quantize_rows_ranges(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
                                 float gs, const float *gamax, uint8_t *packed, uint8_t *scales)
 {
@@ -370,7 +354,7 @@ void nvfp4_quantize_rows_ranges(const void *w, ff_dtype t, uint64_t cols, uint64
             float x[NVFP4_GROUP];
             load_group(w, t, base + g * NVFP4_GROUP, x);
             float s8f;
-            scales[r * groups + g] = range_scale(gamax[r * groups + g], gs, t, &s8f);
+            scales[r * groups + g] = nvfp4_group_scale(gamax[r * groups + g], gs, t, &s8f);
             float eff = s8f / gs;
             uint8_t *out = packed + r * (cols / 2) + g * (NVFP4_GROUP / 2);
             for (int i = 0; i < NVFP4_GROUP; i += 2) {

@@ -53,25 +53,6 @@ static const ff_rule deepseek_v3_rules[] = {
     FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
 };
 
-static const ff_rule mtp_linear = FF_KEEP_LINEAR("", "mtp", GUARD_FIXED);
-static const ff_rule mtp_other = FF_KEEP("", "mtp", GUARD_FIXED);
-
-/* Tensors of layers at or past num_hidden_layers are the MTP drafter's. */
-static const ff_rule *deepseek_v3_override(const json_t *config, const char *name)
-{
-    static const char prefix[] = "model.layers.";
-    if (strncmp(name, prefix, sizeof prefix - 1) != 0)
-        return NULL;
-    char *end;
-    long layer = strtol(name + sizeof prefix - 1, &end, 10);
-    if (*end != '.' || layer < jsonio_int(config, "num_hidden_layers", 0))
-        return NULL;
-    size_t n = strlen(name);
-    int weight = n > 7 && strcmp(name + n - 7, ".weight") == 0 && !strstr(name, "norm.") &&
-                 !strstr(name, "embed_tokens") && !strstr(name, "layernorm");
-    return weight ? &mtp_linear : &mtp_other;
-}
-
 static int deepseek_v3_matches(const json_t *config)
 {
     return strcmp(jsonio_str(config, "model_type", ""), "deepseek_v3") == 0;
@@ -285,7 +266,7 @@ const ff_family ff_family_deepseek_v3 = {
     .matches = deepseek_v3_matches,
     .rules = deepseek_v3_rules,
     .nrules = sizeof deepseek_v3_rules / sizeof *deepseek_v3_rules,
-    .override_rule = deepseek_v3_override,
+    .override_rule = ff_decoder_mtp_rule,
     .expect = deepseek_v3_expect,
     .dense_rule = "q_a/q_b (or q)/kv_a/kv_b/o in every layer, gate/up/down in the first_k_dense_replace layers and shared experts",
     .geometry = deepseek_v3_geometry,

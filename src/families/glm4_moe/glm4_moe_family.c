@@ -34,25 +34,6 @@ static const ff_rule glm4_moe_rules[] = {
     FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
 };
 
-static const ff_rule mtp_linear = FF_KEEP_LINEAR("", "mtp", GUARD_FIXED);
-static const ff_rule mtp_other = FF_KEEP("", "mtp", GUARD_FIXED);
-
-/* Tensors of layers at or past num_hidden_layers are the MTP drafter's. */
-static const ff_rule *glm4_moe_override(const json_t *config, const char *name)
-{
-    static const char prefix[] = "model.layers.";
-    if (strncmp(name, prefix, sizeof prefix - 1) != 0)
-        return NULL;
-    char *end;
-    long layer = strtol(name + sizeof prefix - 1, &end, 10);
-    if (*end != '.' || layer < jsonio_int(config, "num_hidden_layers", 0))
-        return NULL;
-    size_t n = strlen(name);
-    int weight = n > 7 && strcmp(name + n - 7, ".weight") == 0 && !strstr(name, "norm.") &&
-                 !strstr(name, "embed_tokens") && !strstr(name, "layernorm");
-    return weight ? &mtp_linear : &mtp_other;
-}
-
 static int glm4_moe_matches(const json_t *config)
 {
     return strcmp(jsonio_str(config, "model_type", ""), "glm4_moe") == 0;
@@ -198,7 +179,7 @@ const ff_family ff_family_glm4_moe = {
     .matches = glm4_moe_matches,
     .rules = glm4_moe_rules,
     .nrules = sizeof glm4_moe_rules / sizeof *glm4_moe_rules,
-    .override_rule = glm4_moe_override,
+    .override_rule = ff_decoder_mtp_rule,
     .expect = glm4_moe_expect,
     .dense_rule = "q/k/v/o in every layer, gate/up/down in the first_k_dense_replace layers and shared experts",
     .geometry = glm4_moe_geometry,
