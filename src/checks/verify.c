@@ -13,6 +13,7 @@
 #include "inspect.h"
 #include "jsonio.h"
 #include "plan.h"
+#include "verify_minmax.h"
 
 /* Files vLLM or the tokenizer need at serve time: present in the source means
  * required in the output. */
@@ -508,6 +509,49 @@ static json_t *check_error(vctx *v)
     return sum;
 }
 
+/* The weight observer the output records (llm-compressor's name). */
+static const char *output_observer(const ckpt *q)
+{
+    const json_t *groups = json_object_get(json_object_get(q->config, "quantization_config"), "config_groups");
+    const char *k;
+    json_t *g;
+    json_object_foreach((json_t *)groups, k, g) {
+        const char *o = json_string_value(json_object_get(json_object_get(g, "weights"), "observer"));
+        if (o)
+            return o;
+    }
+    return "memoryless_minmax";
+}
+
+/* Beside each tensor's error, what min/max would have given: only for an
+ * output made with a search observer (for min/max output they are equal). */
+static void compare_minmax(vctx *v, json_t *sum)
+{
+    const char *obs = output_observer(&v->q);
+    if (!v->have_plan || strcmp(obs, "memoryless_minmax") == 0 || strcmp(obs, "minmax") == 0)
+        return;
+    ff_err e2 = {0};
+    json_t *mm = verify_minmax_errors(&v->p, &v->s, &e2), *r;
+    size_t i, n = 0;
+    double total = 0;
+    json_array_foreach(v->errors, i, r) {
+        json_t *x = mm ? json_object_get(mm, jsonio_str(r, "module", "")) : NULL;
+        if (x) {
+            json_object_set(r, "minmax_rel_error", x);
+            total += json_real_value(x);
+            n++;
+        }
+    }
+    json_decref(mm);
+    if (!n)
+        return;
+    json_object_set_new(sum, "observer", json_string(obs));
+    json_object_set_new(sum, "mean_minmax_rel_error", json_real(total / (double)n));
+    char was[600];
+    snprintf(was, sizeof was, "%s", json_string_value(json_object_get(check(v, "error"), "detail")));
+    detail(v, "error", "%s; observer %s, where min/max would give mean rel %.4f", was, obs, total / (double)n);
+}
+
 /* ---- driver ----------------------------------------------------------------- */
 
 static int open_all(vctx *v, const char *out_dir, ff_err *e)
@@ -574,6 +618,7 @@ int verify_run(const char *out_dir, const verify_opts *o, json_t **result, ff_er
     if (v.have_src) {
         check_coverage(&v);
         err = check_error(&v);
+        compare_minmax(&v, err);
     }
     int ok = 1;
     const char *k;
@@ -616,8 +661,12 @@ void verify_print(const json_t *r, FILE *out)
         fprintf(out, "  worst tensors (relative error, SNR):\n");
     for (size_t i = 0; i < json_array_size(worst); i++) {
         const json_t *w = json_array_get(worst, i);
-        fprintf(out, "    %.4f  %6.2f dB  %s\n", json_real_value(json_object_get(w, "rel_error")),
+        const json_t *mm = json_object_get(w, "minmax_rel_error");
+        fprintf(out, "    %.4f  %6.2f dB  %s", json_real_value(json_object_get(w, "rel_error")),
                 json_real_value(json_object_get(w, "snr_db")), jsonio_str(w, "module", ""));
+        if (mm)
+            fprintf(out, "  (min/max: %.4f)", json_real_value(mm));
+        fputc('\n', out);
     }
     fprintf(out, "  verdict: %s\n", json_is_true(json_object_get(r, "ok")) ? "PASS" : "FAIL");
 }
