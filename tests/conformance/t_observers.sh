@@ -64,7 +64,15 @@ run_model() {   # NAME SRC CAUSAL(0|1)
             echo "FAIL ${name}_${ob}_llmc_quantize ($(tail -1 "$O/${name}_${ob}_llmc_quantize.err" | cut -c1-200))"; rc=1
         fi
         ERRS+=("$ob=$O/ff")
+        # transformers + compressed-tensors load the observer's output: KL vs bf16
+        # (the dense fixture carries its bf16 reference logits)
+        if [ "$name" = gemma_dense ] && [ -f "$src/ref_logits.pt" ]; then
+            pyrun ${name}_${ob}_hf "$O" $CONF/hf_load_kl.py ${name}_${ob}_hf "$O/ff" "$src/ref_logits.pt" 0.01
+        fi
     done
+    if [ "$name" = gemma_dense ] && [ -f "$src/ref_logits.pt" ]; then
+        pyrun ${name}_minmax_hf "$D" $CONF/hf_load_kl.py ${name}_minmax_hf "$D/ff-minmax" "$src/ref_logits.pt" 0.01
+    fi
     pyrun ${name}_error "$D" $CONF/llmc_quantize_observer.py --error $name "$src" "${ERRS[@]}"
 }
 
