@@ -88,8 +88,9 @@ json_t *ff_decoder_synth_config(const synth_geom *g, const char *model_type, con
     return c;
 }
 
-int ff_decoder_synth_aux(const char *dir, ff_err *e)
+int ff_decoder_synth_aux(const synth_geom *g, const char *dir, ff_err *e)
 {
+    (void)g;
     int rc = synth_write_text(dir, "generation_config.json",
                               "{\n  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"transformers_version\": \"5.17.0\"\n}\n", e);
     if (!rc)

@@ -25,8 +25,9 @@ void ff_decoder_synth_mlp(synth_list *l, const synth_geom *g, const char *prefix
                           int64_t inter);
 /* The config keys every decoder has (architectures, model_type, sizes). */
 json_t *ff_decoder_synth_config(const synth_geom *g, const char *model_type, const char *architecture);
-/* generation_config.json and tokenizer_config.json of a text-only model. */
-int ff_decoder_synth_aux(const char *dir, ff_err *e);
+/* generation_config.json and tokenizer_config.json of a text-only model;
+ * shaped as a family's synth_aux hook, so text-only families use it as is. */
+int ff_decoder_synth_aux(const synth_geom *g, const char *dir, ff_err *e);
 /* The checks a decoder synth needs: sizes positive, widths multiples of 16. */
 int ff_decoder_synth_check(const synth_geom *g, ff_err *e);
 

@@ -252,12 +252,6 @@ static json_t *deepseek_v3_synth_config(const synth_geom *g)
     return c;
 }
 
-static int deepseek_v3_synth_aux(const synth_geom *g, const char *dir, ff_err *e)
-{
-    (void)g;
-    return ff_decoder_synth_aux(dir, e);
-}
-
 static const char *const deepseek_v3_implicit_ignore[] = {"lm_head", NULL};
 
 const ff_family ff_family_deepseek_v3 = {
@@ -275,5 +269,5 @@ const ff_family ff_family_deepseek_v3 = {
     .synth_preset = deepseek_v3_synth_preset,
     .synth_tensors = deepseek_v3_synth_tensors,
     .synth_config = deepseek_v3_synth_config,
-    .synth_aux = deepseek_v3_synth_aux,
+    .synth_aux = ff_decoder_synth_aux,
 };

@@ -165,12 +165,6 @@ static json_t *glm4_moe_synth_config(const synth_geom *g)
     return c;
 }
 
-static int glm4_moe_synth_aux(const synth_geom *g, const char *dir, ff_err *e)
-{
-    (void)g;
-    return ff_decoder_synth_aux(dir, e);
-}
-
 static const char *const glm4_moe_implicit_ignore[] = {"lm_head", NULL};
 
 const ff_family ff_family_glm4_moe = {
@@ -188,5 +182,5 @@ const ff_family ff_family_glm4_moe = {
     .synth_preset = glm4_moe_synth_preset,
     .synth_tensors = glm4_moe_synth_tensors,
     .synth_config = glm4_moe_synth_config,
-    .synth_aux = glm4_moe_synth_aux,
+    .synth_aux = ff_decoder_synth_aux,
 };

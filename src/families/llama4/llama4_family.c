@@ -245,7 +245,7 @@ static json_t *llama4_synth_config(const synth_geom *g)
 
 static int llama4_synth_aux(const synth_geom *g, const char *dir, ff_err *e)
 {
-    int rc = ff_decoder_synth_aux(dir, e);
+    int rc = ff_decoder_synth_aux(g, dir, e);
     if (!rc && g->vision_layers)
         rc = synth_write_text(dir, "processor_config.json", "{\n  \"processor_class\": \"Llama4Processor\"\n}\n", e);
     if (!rc && g->vision_layers)

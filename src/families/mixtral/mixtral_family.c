@@ -129,12 +129,6 @@ static json_t *mixtral_synth_config(const synth_geom *g)
     return c;
 }
 
-static int mixtral_synth_aux(const synth_geom *g, const char *dir, ff_err *e)
-{
-    (void)g;
-    return ff_decoder_synth_aux(dir, e);
-}
-
 static const char *const mixtral_implicit_ignore[] = {"lm_head", NULL};
 
 const ff_family ff_family_mixtral = {
@@ -151,5 +145,5 @@ const ff_family ff_family_mixtral = {
     .synth_preset = mixtral_synth_preset,
     .synth_tensors = mixtral_synth_tensors,
     .synth_config = mixtral_synth_config,
-    .synth_aux = mixtral_synth_aux,
+    .synth_aux = ff_decoder_synth_aux,
 };

@@ -185,12 +185,6 @@ static json_t *qwen_moe_synth_config(const synth_geom *g)
     return c;
 }
 
-static int qwen_moe_synth_aux(const synth_geom *g, const char *dir, ff_err *e)
-{
-    (void)g;
-    return ff_decoder_synth_aux(dir, e);
-}
-
 static const char *const qwen_moe_implicit_ignore[] = {"lm_head", NULL};
 
 const ff_family ff_family_qwen_moe = {
@@ -207,5 +201,5 @@ const ff_family ff_family_qwen_moe = {
     .synth_preset = qwen_moe_synth_preset,
     .synth_tensors = qwen_moe_synth_tensors,
     .synth_config = qwen_moe_synth_config,
-    .synth_aux = qwen_moe_synth_aux,
+    .synth_aux = ff_decoder_synth_aux,
 };
