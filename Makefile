@@ -39,7 +39,7 @@ FOBJ    := $(SRC:src/%.c=$(B)/fobj/%.o)
 FUZZSRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZBIN := $(FUZZSRC:tests/fuzz/%.c=$(B)/fuzz/%)
 
-.PHONY: all clean test unit golden conformance demo bench cuda fuzz fuzz-build
+.PHONY: all clean test unit golden conformance demo bench bench-kernels cuda fuzz fuzz-build
 all: $(B)/fp4forge
 
 $(B)/obj/%.o: src/%.c $(HDR)
@@ -105,6 +105,13 @@ demo: $(B)/fp4forge
 
 bench: $(B)/fp4forge
 	@bash bench/run
+
+# Each kernel alone, one core, bytes checked against the scalar kernel.
+$(B)/bench-kernels: bench/kernels.c $(B)/libfp4forge.a
+	$(CC) $(CFLAGS) -Isrc/kernels $< $(B)/libfp4forge.a $(LIBS) -o $@
+
+bench-kernels: $(B)/bench-kernels
+	@$(B)/bench-kernels
 
 clean:
 	rm -rf $(B)

@@ -3,8 +3,7 @@
  * figure is the best of REPS runs into pre-touched buffers (page faults and
  * a busy neighbour are not the kernel's), beside the stages a kernel cannot
  * beat: a plain read (the absmax pass every quantize makes) and a copy.
- *   make bench-kernels   (or: cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude/fp4forge -Isrc/kernels
- *                         bench/kernels.c build/libfp4forge.a -ljansson -lpthread -lm) */
+ *   make bench-kernels */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

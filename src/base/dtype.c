@@ -121,18 +121,25 @@ float ff_round_to(ff_dtype t, float f)
 }
 
 /* Exponent all ones is NaN or infinity: checked on the bits. 16-bit floats
- * (the common case) go through a branch-free block test the compiler
- * vectorizes, (h & exp) + exp_lsb carries into bit 15 only when every
- * exponent bit is set, so one pass over an embedding costs what reading it
- * costs; only a block that has one is searched element by element. */
+ * (the common case) go through a branch-free block test: (h & exp) + exp_lsb
+ * carries into bit 15 only when every exponent bit is set, and never out of
+ * the 16-bit lane, so four lanes go through one 64-bit add (GCC 12 at -O2
+ * left the 16-bit loop scalar: 3 GB/s, 9% of a quantize). Only a block that
+ * has one is searched element by element. */
 #define NONFINITE_BLOCK 4096
 
 static int block_has_nonfinite16(const uint16_t *h, size_t n, uint16_t exp, uint16_t lsb)
 {
-    uint16_t acc = 0;
-    for (size_t i = 0; i < n; i++)
+    uint64_t exp4 = exp * 0x0001000100010001ull, lsb4 = lsb * 0x0001000100010001ull, acc = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        uint64_t w;
+        memcpy(&w, h + i, 8);
+        acc |= (w & exp4) + lsb4;
+    }
+    for (; i < n; i++)
         acc |= (uint16_t)((h[i] & exp) + lsb);
-    return (acc & 0x8000u) != 0;
+    return (acc & 0x8000800080008000ull) != 0;
 }
 
 static int is_nonfinite(ff_dtype t, const uint8_t *b, uint64_t i)

@@ -5,31 +5,40 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+typedef struct worker_arg worker_arg;
+
 struct ff_pool {
     pthread_t *workers;
+    worker_arg *args;
     int nworkers;              /* threads besides the caller */
     pthread_mutex_t mu;
     pthread_cond_t work_cv, done_cv;
     unsigned long generation;  /* bumped per pool_run, wakes the workers */
     int quitting;
     /* the job in flight */
-    pool_task_fn fn;
+    pool_worker_fn fn;
     void *ctx;
     size_t ntasks;
     atomic_size_t next;
     int busy;                  /* workers still inside the current job */
 };
 
-static void drain(ff_pool *p)
+struct worker_arg {
+    ff_pool *pool;
+    int index;
+};
+
+static void drain(ff_pool *p, int worker)
 {
     size_t i;
     while ((i = atomic_fetch_add(&p->next, 1)) < p->ntasks)
-        p->fn(p->ctx, i);
+        p->fn(p->ctx, i, worker);
 }
 
 static void *worker_main(void *arg)
 {
-    ff_pool *p = arg;
+    ff_pool *p = ((worker_arg *)arg)->pool;
+    int index = ((worker_arg *)arg)->index;
     unsigned long seen = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -39,7 +48,7 @@ static void *worker_main(void *arg)
             break;
         seen = p->generation;
         pthread_mutex_unlock(&p->mu);
-        drain(p);
+        drain(p, index);
         pthread_mutex_lock(&p->mu);
         if (--p->busy == 0)
             pthread_cond_signal(&p->done_cv);
@@ -61,8 +70,10 @@ ff_pool *pool_create(int threads)
     pthread_cond_init(&p->work_cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);
     p->workers = calloc((size_t)threads, sizeof *p->workers);
-    for (int i = 0; p->workers && i < threads - 1; i++) {
-        if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0)
+    p->args = calloc((size_t)threads, sizeof *p->args);
+    for (int i = 0; p->workers && p->args && i < threads - 1; i++) {
+        p->args[i] = (worker_arg){.pool = p, .index = i + 1};
+        if (pthread_create(&p->workers[i], NULL, worker_main, &p->args[i]) != 0)
             break;
         p->nworkers++;
     }
@@ -71,13 +82,13 @@ ff_pool *pool_create(int threads)
 
 int pool_threads(const ff_pool *p) { return p->nworkers + 1; }
 
-void pool_run(ff_pool *p, size_t ntasks, pool_task_fn fn, void *ctx)
+void pool_run_indexed(ff_pool *p, size_t ntasks, pool_worker_fn fn, void *ctx)
 {
     if (ntasks == 0)
         return;
     if (ntasks == 1 || p->nworkers == 0) {
         for (size_t i = 0; i < ntasks; i++)
-            fn(ctx, i);
+            fn(ctx, i, 0);
         return;
     }
     pthread_mutex_lock(&p->mu);
@@ -89,11 +100,29 @@ void pool_run(ff_pool *p, size_t ntasks, pool_task_fn fn, void *ctx)
     p->generation++;
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
-    drain(p);
+    drain(p, 0);
     pthread_mutex_lock(&p->mu);
     while (p->busy > 0)
         pthread_cond_wait(&p->done_cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
+}
+
+typedef struct plain_task {
+    pool_task_fn fn;
+    void *ctx;
+} plain_task;
+
+static void run_plain(void *ctx, size_t task, int worker)
+{
+    (void)worker;
+    plain_task *pt = ctx;
+    pt->fn(pt->ctx, task);
+}
+
+void pool_run(ff_pool *p, size_t ntasks, pool_task_fn fn, void *ctx)
+{
+    plain_task pt = {fn, ctx};
+    pool_run_indexed(p, ntasks, run_plain, &pt);
 }
 
 void pool_destroy(ff_pool *p)
@@ -107,6 +136,7 @@ void pool_destroy(ff_pool *p)
     for (int i = 0; i < p->nworkers; i++)
         pthread_join(p->workers[i], NULL);
     free(p->workers);
+    free(p->args);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->work_cv);
     pthread_cond_destroy(&p->done_cv);

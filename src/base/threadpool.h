@@ -16,4 +16,9 @@ void pool_destroy(ff_pool *p);
 int pool_threads(const ff_pool *p);
 void pool_run(ff_pool *p, size_t ntasks, pool_task_fn fn, void *ctx);
 
+/* The same, telling each task which thread runs it (0 = the caller, up to
+ * pool_threads - 1), so tasks can use per-thread scratch without locks. */
+typedef void (*pool_worker_fn)(void *ctx, size_t task, int worker);
+void pool_run_indexed(ff_pool *p, size_t ntasks, pool_worker_fn fn, void *ctx);
+
 #endif

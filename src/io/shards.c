@@ -90,6 +90,16 @@ int shards_write(shard_set *s, size_t out, const void *buf, uint64_t n, ff_err *
     return rc;
 }
 
+int shards_write_part(const shard_set *s, size_t out, uint64_t at, const void *buf, uint64_t n, ff_err *e)
+{
+    if (at > s->outs[out].nbytes || n > s->outs[out].nbytes - at)
+        return ff_fail(e, FF_EIO, "internal: tensor %s: bytes %llu..%llu past its %llu", s->outs[out].name,
+                       (unsigned long long)at, (unsigned long long)(at + n),
+                       (unsigned long long)s->outs[out].nbytes);
+    size_t k = s->out_shard[out];
+    return st_pwrite_all(s->fds[k], s->paths[k], buf, n, s->out_abs[out] + at, e);
+}
+
 static int write_index(shard_set *s, const char *dir, ff_err *e)
 {
     json_t *j = json_object(), *meta = json_object(), *wm = json_object();

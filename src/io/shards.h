@@ -22,6 +22,9 @@ typedef struct shard_set {
 int shards_open(shard_set *s, const st_out *outs, size_t n, uint64_t shard_size, const char *dir,
                 ff_err *e);
 int shards_write(shard_set *s, size_t out, const void *buf, uint64_t n, ff_err *e);
+/* Bytes [at, at + n) of tensor out. Safe from several threads at once for
+ * disjoint ranges: it leaves bytes_written to the caller. */
+int shards_write_part(const shard_set *s, size_t out, uint64_t at, const void *buf, uint64_t n, ff_err *e);
 int shards_close(shard_set *s, const char *dir, ff_err *e);
 void shards_free(shard_set *s);
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,17 @@ typedef struct out_arena {
     uint64_t cap;
 } out_arena;
 
+/* Per pool thread: the rows a task just quantized (or a kept tensor's
+ * chunk) go from here straight to their place in the shard, so big units
+ * need no unit-sized output buffer and the writes overlap the kernels. A
+ * failed write is kept here for the calling thread to report. */
+typedef struct worker_slot {
+    uint8_t *buf;
+    uint64_t cap;
+    int failed;
+    ff_err err;
+} worker_slot;
+
 typedef struct unit_job {
     const ckpt *c;
     const plan *p;
@@ -50,8 +62,13 @@ typedef struct unit_job {
     uint64_t *task_row;       /* first row of each task */
     float *task_amax;
     uint64_t *task_bad;       /* element index of a NaN/Inf, or UINT64_MAX */
-    uint8_t **packed, **scales;  /* into the arena, not owned */
+    uint8_t **packed, **scales;  /* into the arena, not owned; NULL when streamed */
     uint64_t elems;           /* elements in the unit, to pick inline or pool */
+    int streamed;             /* tasks write their rows to the shard themselves */
+    uintptr_t page;           /* the page size, for release_task_rows */
+    const shard_set *ss;
+    worker_slot *slots;
+    pthread_mutex_t *write_mu;
     void **data;              /* per member: the quant_source's copy, or NULL */
     const uint8_t **rows;     /* per member: its [rows, cols] weight (row 0) */
     void **owned;             /* per member: a transposed copy behind rows, or NULL */
@@ -97,8 +114,31 @@ static uint64_t task_rows(const unit_job *j, size_t t)
     return left < ROWS_PER_TASK ? left : ROWS_PER_TASK;
 }
 
-static void absmax_task(void *ctx, size_t t)
+/* Drops a task's rows from our mapping once read (the page cache keeps
+ * them, so the next pass maps them again from memory): without it a fused
+ * gate+up holds 462 MB of mapped input until its unit ends, with it RSS is
+ * the rows in flight. Only pages wholly inside the rows: the next task may
+ * still be reading a shared one. Copies (decoded, transposed) are ours. */
+static void release_mapped(const uint8_t *p, uint64_t bytes, uintptr_t page)
 {
+    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + bytes) & ~(page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+static void release_task_rows(const unit_job *j, size_t t)
+{
+    size_t k = j->task_member[t];
+    if (!j->streamed || (j->data && j->data[k]) || j->owned[k])
+        return;
+    const plan_member *m = &j->p->members[j->u->first + k];
+    uint64_t row_bytes = m->cols * ff_dtype_size(m->src->st->dtype);
+    release_mapped(j->rows[k] + j->task_row[t] * row_bytes, task_rows(j, t) * row_bytes, j->page);
+}
+
+static void absmax_task(void *ctx, size_t t, int worker)
+{
+    (void)worker;
     unit_job *j = ctx;
     const plan_member *m = &j->p->members[j->u->first + j->task_member[t]];
     uint64_t row = j->task_row[t], n = task_rows(j, t) * m->cols;
@@ -110,20 +150,54 @@ static void absmax_task(void *ctx, size_t t)
      * expert, the member's own) */
     if (nvfp4_absmax_fast(p, m->src->st->dtype, n, &j->task_amax[t], &bad))
         j->task_bad[t] = ((m->transposed ? 0 : m->row0) + row) * m->cols + bad;
+    if (!j->obs)   /* a search reads the rows again right away */
+        release_task_rows(j, t);
 }
 
-static void quant_task(void *ctx, size_t t)
+/* Where task t's packed rows and scales go: the unit's arena, or the
+ * thread's slot when the unit is streamed. */
+static void task_outputs(const unit_job *j, size_t t, int worker, uint8_t **pk, uint8_t **sc)
+{
+    size_t k = j->task_member[t];
+    uint64_t r = j->task_row[t], cols = j->p->members[j->u->first + k].cols;
+    if (!j->streamed) {
+        *pk = j->packed[k] + r * (cols / 2);
+        *sc = j->scales[k] + r * (cols / NVFP4_GROUP);
+        return;
+    }
+    *pk = j->slots[worker].buf;
+    *sc = *pk + task_rows(j, t) * (cols / 2);
+}
+
+static void stream_task_rows(const unit_job *j, size_t t, int worker, const uint8_t *pk, const uint8_t *sc)
+{
+    worker_slot *w = &j->slots[worker];
+    if (!j->streamed || w->failed)
+        return;
+    const plan_member *m = &j->p->members[j->u->first + j->task_member[t]];
+    uint64_t r = j->task_row[t], n = task_rows(j, t);
+    pthread_mutex_lock(j->write_mu);
+    if (shards_write_part(j->ss, m->out, r * (m->cols / 2), pk, n * (m->cols / 2), &w->err) ||
+        shards_write_part(j->ss, m->out + 1, r * (m->cols / NVFP4_GROUP), sc, n * (m->cols / NVFP4_GROUP), &w->err))
+        w->failed = 1;
+    pthread_mutex_unlock(j->write_mu);
+}
+
+static void quant_task(void *ctx, size_t t, int worker)
 {
     unit_job *j = ctx;
     size_t k = j->task_member[t];
     const plan_member *m = &j->p->members[j->u->first + k];
-    uint64_t r = j->task_row[t];
-    j->kernel(j->rows[k], m->src->st->dtype, m->cols, r, task_rows(j, t), j->gs,
-              j->packed[k] + r * (m->cols / 2), j->scales[k] + r * (m->cols / NVFP4_GROUP));
+    uint8_t *pk, *sc;
+    task_outputs(j, t, worker, &pk, &sc);
+    j->kernel(j->rows[k], m->src->st->dtype, m->cols, j->task_row[t], task_rows(j, t), j->gs, pk, sc);
+    release_task_rows(j, t);
+    stream_task_rows(j, t, worker, pk, sc);
 }
 
-static void search_task(void *ctx, size_t t)
+static void search_task(void *ctx, size_t t, int worker)
 {
+    (void)worker;
     unit_job *j = ctx;
     size_t k = j->task_member[t];
     const plan_member *m = &j->p->members[j->u->first + k];
@@ -134,8 +208,9 @@ static void search_task(void *ctx, size_t t)
         j->idx[k] ? j->idx[k] + g : NULL, &j->task_any[t]);
 }
 
-static void choose_task(void *ctx, size_t t)
+static void choose_task(void *ctx, size_t t, int worker)
 {
+    (void)worker;
     unit_job *j = ctx;
     size_t k = j->task_member[t];
     const plan_member *m = &j->p->members[j->u->first + k];
@@ -145,15 +220,18 @@ static void choose_task(void *ctx, size_t t)
                                            j->stop[k], j->gamax[k] + g);
 }
 
-static void quant_ranges_task(void *ctx, size_t t)
+static void quant_ranges_task(void *ctx, size_t t, int worker)
 {
     unit_job *j = ctx;
     size_t k = j->task_member[t];
     const plan_member *m = &j->p->members[j->u->first + k];
     uint64_t r = j->task_row[t];
+    uint8_t *pk, *sc;
+    task_outputs(j, t, worker, &pk, &sc);
     nvfp4_quantize_rows_ranges(j->rows[k], m->src->st->dtype, m->cols, r, task_rows(j, t), j->gs,
-                               j->gamax[k] + r * (m->cols / NVFP4_GROUP), j->packed[k] + r * (m->cols / 2),
-                               j->scales[k] + r * (m->cols / NVFP4_GROUP));
+                               j->gamax[k] + r * (m->cols / NVFP4_GROUP), pk, sc);
+    release_task_rows(j, t);
+    stream_task_rows(j, t, worker, pk, sc);
 }
 
 /* Per-member search buffers; -1 when out of memory. */
@@ -213,7 +291,29 @@ static int arena_reserve(out_arena *a, uint64_t n)
     return a->p ? 0 : -1;
 }
 
-static int plan_tasks(unit_job *j, out_arena *arena)
+/* Grows every thread's slot to hold one task's output of the unit's widest
+ * member; -1 when out of memory. */
+static int slots_reserve(const unit_job *j, int nslots)
+{
+    uint64_t need = 1;
+    for (size_t k = 0; k < j->u->count; k++) {
+        const plan_member *m = &j->p->members[j->u->first + k];
+        uint64_t b = ROWS_PER_TASK * (m->cols / 2 + m->cols / NVFP4_GROUP);
+        need = b > need ? b : need;
+    }
+    for (int w = 0; w < nslots; w++) {
+        if (j->slots[w].cap >= need)
+            continue;
+        free(j->slots[w].buf);
+        j->slots[w].buf = malloc(need);
+        j->slots[w].cap = j->slots[w].buf ? need : 0;
+        if (!j->slots[w].buf)
+            return -1;
+    }
+    return 0;
+}
+
+static int plan_tasks(unit_job *j, out_arena *arena, int nslots)
 {
     size_t n = 0;
     uint64_t bytes = 0;
@@ -224,6 +324,8 @@ static int plan_tasks(unit_job *j, out_arena *arena)
         j->elems += m->rows * m->cols;
     }
     j->ntasks = n;
+    /* small units run inline and gather their outputs for the combiner */
+    j->streamed = j->elems >= SMALL_UNIT_ELEMS;
     j->task_member = malloc(n * sizeof *j->task_member);
     j->task_row = malloc(n * sizeof *j->task_row);
     j->task_amax = malloc(n * sizeof *j->task_amax);
@@ -231,7 +333,7 @@ static int plan_tasks(unit_job *j, out_arena *arena)
     j->packed = calloc(j->u->count, sizeof *j->packed);
     j->scales = calloc(j->u->count, sizeof *j->scales);
     if (!j->task_member || !j->task_row || !j->task_amax || !j->task_bad || !j->packed || !j->scales ||
-        arena_reserve(arena, bytes + 1))
+        (j->streamed ? slots_reserve(j, nslots) : arena_reserve(arena, bytes + 1)))
         return -1;
     size_t t = 0;
     uint8_t *at = arena->p;
@@ -241,6 +343,8 @@ static int plan_tasks(unit_job *j, out_arena *arena)
             j->task_member[t] = k;
             j->task_row[t++] = r;
         }
+        if (j->streamed)
+            continue;
         j->packed[k] = at;
         at += m->rows * m->cols / 2;
         j->scales[k] = at;
@@ -378,7 +482,24 @@ static int out_write(wcomb *w, shard_set *ss, size_t out, const void *buf, uint6
 typedef struct io_state {
     out_arena arena;
     wcomb wc;
+    worker_slot *slots;       /* one per pool thread */
+    int nslots;
+    /* One pool thread writes at a time: ext4 holds the file's lock for the
+     * whole buffered write, and a second writer spins on it in the kernel
+     * (28% of a run's CPU when they did); waiting here sleeps instead. */
+    pthread_mutex_t write_mu;
 } io_state;
+
+/* The first write a pool thread failed, as the run's error. */
+static int slots_error(io_state *io, ff_err *e)
+{
+    for (int w = 0; w < io->nslots; w++)
+        if (io->slots[w].failed) {
+            *e = io->slots[w].err;
+            return e->code;
+        }
+    return FF_OK;
+}
 
 /* Lets the quant_source replace each member's source bytes. */
 static int load_members(unit_job *j, const quant_source *qs, ff_pool *pool, ff_err *e)
@@ -402,24 +523,19 @@ static int load_members(unit_job *j, const quant_source *qs, ff_pool *pool, ff_e
     return rc;
 }
 
-static void run_tasks_weighted(ff_pool *pool, unit_job *j, pool_task_fn fn, uint64_t weight)
+static void run_tasks_weighted(ff_pool *pool, unit_job *j, pool_worker_fn fn, uint64_t weight)
 {
     if (j->elems * weight < SMALL_UNIT_ELEMS) {
         for (size_t t = 0; t < j->ntasks; t++)
-            fn(j, t);
+            fn(j, t, 0);
         return;
     }
-    pool_run(pool, j->ntasks, fn, j);
+    pool_run_indexed(pool, j->ntasks, fn, j);
 }
 
-static void run_tasks(ff_pool *pool, unit_job *j, pool_task_fn fn)
+static void run_tasks(ff_pool *pool, unit_job *j, pool_worker_fn fn)
 {
-    if (j->elems < SMALL_UNIT_ELEMS) {
-        for (size_t t = 0; t < j->ntasks; t++)
-            fn(j, t);
-        return;
-    }
-    pool_run(pool, j->ntasks, fn, j);
+    run_tasks_weighted(pool, j, fn, 1);
 }
 
 /* The MSE observers: search every group (threaded, each group on its own),
@@ -449,9 +565,10 @@ static int write_unit(const ckpt *c, const plan *p, const plan_unit *u, ff_pool 
                       shard_set *ss, ff_err *e)
 {
     unit_job j = {.c = c, .p = p, .u = u, .kernel = kernel, .obs = obs,
-                  .obs_scalar = kernel == nvfp4_quantize_rows_scalar};
+                  .obs_scalar = kernel == nvfp4_quantize_rows_scalar, .ss = ss, .slots = io->slots,
+                  .write_mu = &io->write_mu, .page = (uintptr_t)sysconf(_SC_PAGESIZE)};
     int rc = FF_OK;
-    if (plan_tasks(&j, &io->arena) || (obs && obs_alloc(&j))) {
+    if (plan_tasks(&j, &io->arena, io->nslots) || (obs && obs_alloc(&j))) {
         free_job(&j);
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
     }
@@ -475,11 +592,16 @@ static int write_unit(const ckpt *c, const plan *p, const plan_unit *u, ff_pool 
             amax = observe_ranges(&j, pool);
         j.gs = nvfp4_global_scale(amax, p->members[u->first].src->st->dtype);
         run_tasks(pool, &j, obs ? quant_ranges_task : quant_task);
+        rc = slots_error(io, e);
         for (size_t k = 0; k < u->count && rc == FF_OK; k++) {
             const plan_member *m = &p->members[u->first + k];
-            rc = out_write(&io->wc, ss, m->out, j.packed[k], m->rows * m->cols / 2, e);
-            if (!rc)
-                rc = out_write(&io->wc, ss, m->out + 1, j.scales[k], m->rows * m->cols / NVFP4_GROUP, e);
+            if (j.streamed) {
+                ss->bytes_written += m->rows * m->cols / 2 + m->rows * m->cols / NVFP4_GROUP;
+            } else {
+                rc = out_write(&io->wc, ss, m->out, j.packed[k], m->rows * m->cols / 2, e);
+                if (!rc)
+                    rc = out_write(&io->wc, ss, m->out + 1, j.scales[k], m->rows * m->cols / NVFP4_GROUP, e);
+            }
             if (!rc)
                 rc = out_write(&io->wc, ss, m->out + 2, &j.gs, sizeof j.gs, e);
         }
@@ -488,8 +610,68 @@ static int write_unit(const ckpt *c, const plan *p, const plan_unit *u, ff_pool 
     return rc;
 }
 
-static int write_keep(const ckpt *c, const plan *p, const plan_item *it, const quant_source *qs, io_state *io,
-                      shard_set *ss, ff_err *e)
+/* Kept tensors of at least two chunks are checked and written chunk by
+ * chunk on the pool: an embedding is hundreds of MB that one thread would
+ * otherwise scan and copy while the others wait. A multiple of every
+ * element size, so no element straddles two chunks. */
+#define KEEP_CHUNK (4ull << 20)
+
+typedef struct keep_job {
+    const uint8_t *src;
+    uint64_t bytes;
+    size_t esz;
+    ff_dtype dtype;
+    size_t out;
+    const shard_set *ss;
+    worker_slot *slots;
+    pthread_mutex_t *write_mu;
+    uintptr_t page;           /* nonzero: src is the input's mapping, released behind */
+    int64_t *first_bad;       /* per chunk: its first non-finite element, or -1 */
+} keep_job;
+
+static void keep_chunk_task(void *ctx, size_t t, int worker)
+{
+    keep_job *k = ctx;
+    uint64_t at = t * KEEP_CHUNK, n = k->bytes - at < KEEP_CHUNK ? k->bytes - at : KEEP_CHUNK;
+    int64_t bad = ff_first_nonfinite(k->dtype, k->src + at, n / k->esz);
+    k->first_bad[t] = bad < 0 ? -1 : (int64_t)(at / k->esz) + bad;
+    worker_slot *w = &k->slots[worker];
+    pthread_mutex_lock(k->write_mu);
+    if (!w->failed && shards_write_part(k->ss, k->out, at, k->src + at, n, &w->err))
+        w->failed = 1;
+    pthread_mutex_unlock(k->write_mu);
+    if (k->page)
+        release_mapped(k->src + at, n, k->page);
+}
+
+/* The first non-finite element of a kept tensor (-1: none), written as it
+ * is checked; FF_EIO in *rc when a write or an allocation failed. */
+static int64_t keep_check_write(keep_job *k, ff_pool *pool, io_state *io, shard_set *ss, int *rc, ff_err *e)
+{
+    if (k->bytes < 2 * KEEP_CHUNK) {
+        int64_t bad = ff_first_nonfinite(k->dtype, k->src, k->bytes / k->esz);
+        if (bad < 0)
+            *rc = out_write(&io->wc, ss, k->out, k->src, k->bytes, e);
+        return bad;
+    }
+    size_t chunks = (size_t)((k->bytes + KEEP_CHUNK - 1) / KEEP_CHUNK);
+    k->first_bad = malloc(chunks * sizeof *k->first_bad);
+    if (!k->first_bad) {
+        *rc = ff_fail(e, FF_EIO, "out of memory writing %s", ss->outs[k->out].name);
+        return -1;
+    }
+    pool_run_indexed(pool, chunks, keep_chunk_task, k);
+    int64_t bad = -1;
+    for (size_t t = 0; t < chunks && bad < 0; t++)
+        bad = k->first_bad[t];
+    free(k->first_bad);
+    if (!(*rc = slots_error(io, e)))
+        ss->bytes_written += k->bytes;
+    return bad;
+}
+
+static int write_keep(const ckpt *c, const plan *p, const plan_item *it, const quant_source *qs, ff_pool *pool,
+                      io_state *io, shard_set *ss, ff_err *e)
 {
     void *buf = NULL;
     uint16_t *dec = NULL;
@@ -499,17 +681,19 @@ static int write_keep(const ckpt *c, const plan *p, const plan_item *it, const q
     buf = dec;
     if (!f8 && qs && qs->load(qs->ctx, it->src, &buf, e))
         return e->code;
-    const uint8_t *src = buf ? buf : ckpt_data(c, it->src);
+    keep_job k = {.src = buf ? buf : ckpt_data(c, it->src),
+                  .bytes = f8 ? st_numel(it->src->st) * 2 : it->src->st->end - it->src->st->begin,
+                  .dtype = f8 ? FF_DT_BF16 : it->src->st->dtype, .out = it->out, .ss = ss, .slots = io->slots,
+                  .write_mu = &io->write_mu, .page = buf ? 0 : (uintptr_t)sysconf(_SC_PAGESIZE)};
+    k.esz = ff_dtype_size(k.dtype) ? ff_dtype_size(k.dtype) : 1;
+    int rc = FF_OK;
     /* a NaN in a kept tensor (a norm, an embedding, a router) serves NaN as
      * surely as one in a quantized weight: refused the same way */
-    int64_t bad = ff_first_nonfinite(it->src->st->dtype, src, st_numel(it->src->st));
-    if (bad >= 0) {
-        free(buf);
-        return ff_fail(e, FF_EIO, "%s: tensor %s: element %lld is NaN or infinite (kept tensors are checked too)",
-                       ckpt_path(c, it->src), it->src->st->name, (long long)bad);
-    }
-    int rc = out_write(&io->wc, ss, it->out, src, f8 ? st_numel(it->src->st) * 2 : it->src->st->end - it->src->st->begin, e);
+    int64_t bad = keep_check_write(&k, pool, io, ss, &rc, e);
     free(buf);
+    if (!rc && bad >= 0)
+        rc = ff_fail(e, FF_EIO, "%s: tensor %s: element %lld is NaN or infinite (kept tensors are checked too)",
+                     ckpt_path(c, it->src), it->src->st->name, (long long)bad);
     return rc;
 }
 
@@ -528,7 +712,13 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
 {
     progress bar;
     progress_begin(&bar, p->bytes_in, o->progress);
-    io_state io = {.wc.buf = malloc(WC_CAP)};
+    io_state io = {.wc.buf = malloc(WC_CAP), .nslots = pool_threads(pool)};
+    io.slots = calloc((size_t)io.nslots, sizeof *io.slots);
+    if (!io.slots) {
+        free(io.wc.buf);
+        return ff_fail(e, FF_EIO, "out of memory");
+    }
+    pthread_mutex_init(&io.write_mu, NULL);
     span ahead = {.advice = MADV_WILLNEED}, behind = {.advice = MADV_DONTNEED};
     size_t ra_next = 0;
     uint64_t ra_bytes = 0;    /* advised, not yet consumed */
@@ -540,7 +730,7 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
             ra_bytes += item_bytes(p, &p->items[ra_next]);
         }
         span_flush(&ahead);
-        rc = it->kind == ITEM_KEEP ? write_keep(c, p, it, o->source, &io, ss, e)
+        rc = it->kind == ITEM_KEEP ? write_keep(c, p, it, o->source, pool, &io, ss, e)
                                    : write_unit(c, p, &p->units[it->unit], pool, kernel,
                                                 o->observer && o->observer->kind != NVFP4_OBS_MINMAX ? o->observer : NULL,
                                                 o->source, &io, ss, e);
@@ -554,6 +744,10 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
     progress_end(&bar);
     free(io.arena.p);
     free(io.wc.buf);
+    for (int w = 0; w < io.nslots; w++)
+        free(io.slots[w].buf);
+    free(io.slots);
+    pthread_mutex_destroy(&io.write_mu);
     if (rc == FF_OK && o->source && o->source->finish)
         rc = o->source->finish(o->source->ctx, e);
     return rc;
