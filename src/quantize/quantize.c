@@ -423,8 +423,37 @@ typedef struct span {
 
 #define SPAN_FLUSH_BYTES (32ull << 20)
 #define SPAN_GAP (64u << 10)
+/* Linux reads at most max(read_ahead_kb, max_sectors_kb) of the device per
+ * WILLNEED call and drops the rest of the range silently (a 32 MB span got
+ * 8 MB read on the virtio disk here), so read-ahead is asked for in pieces
+ * of the default read_ahead_kb, which no device caps below unless tuned
+ * down. Cold 4.3 GB on 16 cores: 3.6-4.0 s in 32 MB spans, 2.3-2.9 s so. */
+#define WILLNEED_PIECE (128ull << 10)
+#define RESIDENCY_PROBE (2ull << 20)
 /* How far ahead of the item being quantized the read-ahead runs. */
 #define READAHEAD_BYTES (256ull << 20)
+
+/* 1 when the page at p is in the page cache (mincore reports the file's
+ * pages for a file mapping, mapped into us or not). */
+static int resident(const uint8_t *p, long pg)
+{
+    unsigned char v = 0;
+    return mincore((void *)p, (size_t)pg, &v) == 0 && (v & 1);
+}
+
+/* Read-ahead of [a, b) of the mapping, in pieces the kernel honours whole;
+ * a 2 MB block whose first and last pages are cached is taken as cached, so
+ * a page-cached run makes a few calls instead of a page walk per piece. */
+static void willneed(const uint8_t *map, uint64_t a, uint64_t b, long pg)
+{
+    for (uint64_t blk = a; blk < b; blk += RESIDENCY_PROBE) {
+        uint64_t end = b - blk < RESIDENCY_PROBE ? b : blk + RESIDENCY_PROBE;
+        if (resident(map + blk, pg) && resident(map + ((end - 1) & ~(uint64_t)(pg - 1)), pg))
+            continue;
+        for (uint64_t at = blk; at < end; at += WILLNEED_PIECE)
+            madvise((void *)(map + at), end - at < WILLNEED_PIECE ? end - at : WILLNEED_PIECE, MADV_WILLNEED);
+    }
+}
 
 static void span_flush(span *s)
 {
@@ -432,7 +461,10 @@ static void span_flush(span *s)
         long pg = sysconf(_SC_PAGESIZE);
         uint64_t a = (s->f->data_off + s->lo) & ~(uint64_t)(pg - 1);
         uint64_t b = s->f->data_off + s->hi;
-        madvise((void *)(s->f->map + a), b - a, s->advice);
+        if (s->advice == MADV_WILLNEED)
+            willneed(s->f->map, a, b, pg);
+        else
+            madvise((void *)(s->f->map + a), b - a, s->advice);
     }
     s->f = NULL;
 }
