@@ -75,7 +75,7 @@ typedef struct unit_job {
     uintptr_t page;           /* the page size, for releasing rows */
     size_t *task_block;       /* release block of each task */
     size_t nblocks;
-    size_t *block_first;      /* first task of each block (tasks of a block are consecutive) */
+    size_t *block_first;      /* first task of each block, then ntasks (a block's tasks are consecutive) */
     atomic_size_t *block_left;   /* tasks of the block still to finish this pass */
     const shard_set *ss;
     worker_slot *slots;
@@ -140,10 +140,8 @@ static void release_mapped(const uint8_t *p, uint64_t bytes, uintptr_t page)
 /* Before a pass that releases: every block waits for all its tasks. */
 static void arm_blocks(unit_job *j)
 {
-    for (size_t b = 0; b < j->nblocks; b++) {
-        size_t end = b + 1 < j->nblocks ? j->block_first[b + 1] : j->ntasks;
-        atomic_store_explicit(&j->block_left[b], end - j->block_first[b], memory_order_relaxed);
-    }
+    for (size_t b = 0; b < j->nblocks; b++)
+        atomic_store_explicit(&j->block_left[b], j->block_first[b + 1] - j->block_first[b], memory_order_relaxed);
 }
 
 /* Task t is done reading its rows; the last task of a block drops the
@@ -155,7 +153,7 @@ static void release_task_rows(unit_job *j, size_t t)
         return;
     if (atomic_fetch_sub_explicit(&j->block_left[b], 1, memory_order_acq_rel) != 1)
         return;
-    size_t first = j->block_first[b], end = b + 1 < j->nblocks ? j->block_first[b + 1] : j->ntasks;
+    size_t first = j->block_first[b], end = j->block_first[b + 1];
     const plan_member *m = &j->p->members[j->u->first + k];
     uint64_t row_bytes = m->cols * ff_dtype_size(m->src->st->dtype);
     uint64_t rows = j->task_row[end - 1] + task_rows(j, end - 1) - j->task_row[first];
@@ -357,7 +355,7 @@ static int plan_tasks(unit_job *j, out_arena *arena, int nslots)
     j->task_amax = malloc(n * sizeof *j->task_amax);
     j->task_bad = malloc(n * sizeof *j->task_bad);
     j->task_block = malloc(n * sizeof *j->task_block);
-    j->block_first = malloc(n * sizeof *j->block_first);
+    j->block_first = malloc((n + 1) * sizeof *j->block_first);
     j->block_left = malloc(n * sizeof *j->block_left);
     j->packed = calloc(j->u->count, sizeof *j->packed);
     j->scales = calloc(j->u->count, sizeof *j->scales);
@@ -378,6 +376,7 @@ static int plan_tasks(unit_job *j, out_arena *arena, int nslots)
             j->task_member[t] = k;
             j->task_row[t++] = r;
         }
+        j->block_first[j->nblocks] = t;   /* the end of the last block so far */
         if (j->streamed)
             continue;
         j->packed[k] = at;
