@@ -1,18 +1,20 @@
 /* AVX2 and AVX-512 NVFP4 kernels. Each is compiled with a target attribute
  * (no -march flag), so one binary runs on any x86-64 and the dispatcher picks
- * what the CPU has. They repeat the scalar kernel's IEEE operations one for
- * one (two true divisions, RNE roundings, the same bucket predicates), which
- * is why the bytes are identical, not merely close:
+ * what the CPU has. For f16 and f32 input they repeat the scalar kernel's
+ * IEEE operations one for one (two true divisions, RNE roundings, the same
+ * buckets), which is why the bytes are identical, not merely close:
  *   amax     max of |x| (NaN lanes ignored, as the scalar `a > m ? a : m`)
  *   s        round_to_dtype(amax / 6) * gs, min 448
  *   s8       RNE to e4m3: 3-bit mantissa rounding on the f32 bits for
  *            normals, rint(s * 512) / 512 below 2^-6; 0 becomes 0.125
  *   eff      s8 / gs;  y = x / eff
- *   code     AVX2: count of the thresholds |y| passes, taken with "not <=" /
- *            "not <" predicates so a NaN lands in bucket 7 as in the scalar
- *            else-chain; AVX-512: RNE onto the E2M1 grid (same buckets, see
- *            codes_512); sign bit iff y < 0 (-0.0 gives 0, -tiny gives 8). */
+ *   code     RNE onto the E2M1 grid (CT's buckets, see codes_512), NaN in
+ *            bucket 7; sign bit iff y < 0 (-0.0 gives 0, -tiny gives 8).
+ * bf16 input (nearly every checkpoint) keeps amax and s8 but divides
+ * nothing: each element's code is read off eight exact 16-bit edges of its
+ * group's scale code (nvfp4_thresh.h), found with the scalar arithmetic. */
 #include "nvfp4_simd.h"
+#include "nvfp4_thresh.h"
 
 #include <float.h>
 #include <string.h>
@@ -153,18 +155,17 @@ static T5 void rows_512_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row
         row_512(w, t, (row0 + r) * cols, groups, gsv, packed + r * (cols / 2), scales + r * groups);
 }
 
-/* One instantiation per dtype so the loads are branch-free. */
-static T5 void rows_512_bf16(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
-                             uint8_t *s)
-{
-    rows_512_t(w, FF_DT_BF16, c, r0, n, gs, p, s);
-}
+static T2 void rows_256_thr(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
+                            uint8_t *s);
 
+/* bf16 takes the AVX2 threshold kernel here too: with no division left it
+ * is faster than this one on AMD and level with it on Intel (measured with
+ * bench/kernels.c), and one path for bf16 is one path to keep exact. */
 void nvfp4_quantize_rows_avx512(const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
                                 uint64_t nrows, float gs, uint8_t *packed, uint8_t *scales)
 {
     if (t == FF_DT_BF16)
-        rows_512_bf16(w, cols, row0, nrows, gs, packed, scales);
+        rows_256_thr(w, cols, row0, nrows, gs, packed, scales);
     else
         rows_512_t(w, t, cols, row0, nrows, gs, packed, scales);
 }
@@ -297,67 +298,114 @@ static T2 INL void row_256(const void *w, ff_dtype t, uint64_t base, uint64_t gr
     }
 }
 
-/* bf16 in, split even/odd instead of widened: one 256-bit load is a whole
- * group; x << 16 is the even elements as f32 and x & 0xffff0000 the odd
- * ones, each in the same 32-bit lane as its pair partner, so a pair's byte
- * is code(even) | code(odd) << 4 with no cross-lane widening or packing. */
-static T2 INL void split_bf16(const uint16_t *p, __m256 *even, __m256 *odd)
+/* Sixteen bf16 codes by the exact thresholds of the group's scale code:
+ * the bucket is how many edges |x| passes; the sign bit needs x < 0 (NaN
+ * bits excluded: as int16 they sit in -127..-1, above -Inf's -128) and
+ * x / eff != 0, as the scalar's y < 0. */
+static T2 INL __m256i codes16_thr(__m256i x, const nvfp4_thr *e)
 {
-    __m256i v = _mm256_loadu_si256((const __m256i *)p);
-    *even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-    *odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u)));
+    __m256i mag = _mm256_and_si256(x, _mm256_set1_epi16(0x7fff));
+    __m256i below = _mm256_setzero_si256();
+    for (int k = 0; k < 7; k++)
+        below = _mm256_sub_epi16(below, _mm256_cmpgt_epi16(mag, _mm256_set1_epi32(e->edge[k])));
+    __m256i neg = _mm256_cmpgt_epi16(_mm256_set1_epi16(-127), x);
+    __m256i nonzero = _mm256_cmpgt_epi16(mag, _mm256_set1_epi32(e->edge[7]));
+    return _mm256_or_si256(below, _mm256_and_si256(_mm256_and_si256(neg, nonzero), _mm256_set1_epi16(8)));
 }
 
-static T2 INL void codes_bf16_256(const uint16_t *p, __m256 eff, uint8_t *out)
+/* Four groups' i16 codes to 32 bytes: madd makes each pair even + 16 * odd
+ * in one dword, two unsigned packs narrow to bytes (lane-interleaved), and
+ * one dword permute puts the groups back in order. */
+static T2 INL __m256i pack4_thr(__m256i a, __m256i b, __m256i c, __m256i d)
 {
-    __m256 e, o;
-    split_bf16(p, &e, &o);
-    __m256i b = _mm256_or_si256(codes8_256(e, eff), _mm256_slli_epi32(codes8_256(o, eff), 4));
-    const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                          0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-    b = _mm256_shuffle_epi8(b, pick);
-    _mm_storel_epi64((__m128i *)out, _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
+    const __m256i nib = _mm256_set1_epi32(0x00100001);
+    __m256i ab = _mm256_packus_epi32(_mm256_madd_epi16(a, nib), _mm256_madd_epi16(b, nib));
+    __m256i cd = _mm256_packus_epi32(_mm256_madd_epi16(c, nib), _mm256_madd_epi16(d, nib));
+    return _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-static T2 INL void row_256_bf16(const uint16_t *w, uint64_t base, uint64_t groups, __m256 gsv, uint8_t *pk,
-                                uint8_t *sc)
+/* Group maxima of |x| for eight bf16 groups in the integer domain: |x|'s
+ * bits order as its value, so a transpose-reduce of 16-bit maxima (unpack
+ * 16, 32, 64, then the two 128-bit halves) gives lane g = max of group g.
+ * NaN bits are moved below zero first (+0x7f wraps them negative as int16)
+ * so a signed max ignores them, as the scalar's `a > m ? a : m` does. */
+static T2 INL __m256 amax8_bf16(const uint16_t *p)
+{
+    __m256i m[8], t[4], u[2];
+    for (int g = 0; g < 8; g++)
+        m[g] = _mm256_add_epi16(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + g * 16)),
+                                                 _mm256_set1_epi16(0x7fff)),
+                                _mm256_set1_epi16(0x7f));
+    for (int q = 0; q < 4; q++)
+        t[q] = _mm256_max_epi16(_mm256_unpacklo_epi16(m[2 * q], m[2 * q + 1]), _mm256_unpackhi_epi16(m[2 * q], m[2 * q + 1]));
+    for (int q = 0; q < 2; q++)
+        u[q] = _mm256_max_epi16(_mm256_unpacklo_epi32(t[2 * q], t[2 * q + 1]), _mm256_unpackhi_epi32(t[2 * q], t[2 * q + 1]));
+    __m256i v = _mm256_max_epi16(_mm256_unpacklo_epi64(u[0], u[1]), _mm256_unpackhi_epi64(u[0], u[1]));
+    __m128i h = _mm_max_epi16(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    h = _mm_sub_epi16(_mm_max_epi16(h, _mm_set1_epi16(0x7f)), _mm_set1_epi16(0x7f));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static T2 INL void row_256_thr(const uint16_t *w, uint64_t base, uint64_t groups, __m256 gsv,
+                               nvfp4_thr_table *tt, uint8_t *pk, uint8_t *sc)
 {
     for (uint64_t g0 = 0; g0 < groups; g0 += 8) {
         unsigned ng = groups - g0 < 8 ? (unsigned)(groups - g0) : 8;
-        __m256 a[8];
-        for (unsigned g = 0; g < 8; g++) {
-            __m256 e, o;
-            if (g >= ng) {
-                a[g] = _mm256_setzero_ps();
-                continue;
-            }
-            /* |x| of both halves in one AND, then split; NaN lanes become 0,
-             * as in row_256 */
-            __m256i v = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(w + base + (g0 + g) * 16)),
-                                         _mm256_set1_epi32(0x7fff7fff));
-            e = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-            o = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u)));
-            a[g] = _mm256_max_ps(o, _mm256_max_ps(e, _mm256_setzero_ps()));
+        __m256 amax;
+        if (ng == 8) {
+            amax = amax8_bf16(w + base + g0 * 16);
+        } else {
+            uint16_t pad[8 * 16] = {0};
+            memcpy(pad, w + base + g0 * 16, ng * 16 * sizeof *pad);
+            amax = amax8_bf16(pad);
         }
-        float ef[8] __attribute__((aligned(32)));
         int32_t cd[8] __attribute__((aligned(32)));
         __m256 eff;
-        _mm256_store_si256((__m256i *)cd, scales_256(max8_256(a), gsv, FF_DT_BF16, &eff));
-        _mm256_store_ps(ef, eff);
-        if (ng == 8) {   /* eight e4m3 codes to eight bytes at once */
-            __m256i c = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)cd),
-                                            _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                                             0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+        __m256i codes = scales_256(amax, gsv, FF_DT_BF16, &eff);
+        _mm256_store_si256((__m256i *)cd, codes);
+        unsigned missing = 0;
+        for (unsigned g = 0; g < 8; g++)
+            missing |= tt->built[cd[g] & 0x7f] ^ 1u;
+        if (__builtin_expect(missing, 0))
+            nvfp4_thr_build_codes(tt, cd, 8);
+        const nvfp4_thr *e[8];
+        for (unsigned g = 0; g < 8; g++)
+            e[g] = &tt->code[cd[g] & 0x7f];
+        if (ng == 8) {
+            __m256i b = _mm256_shuffle_epi8(codes, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                                    0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
             _mm_storel_epi64((__m128i *)(sc + g0),
-                             _mm_unpacklo_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1)));
+                             _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
         } else {
             for (unsigned g = 0; g < ng; g++)
                 sc[g0 + g] = (uint8_t)cd[g];
         }
-        for (unsigned g = 0; g < ng; g++) {
-            codes_bf16_256(w + base + (g0 + g) * 16, _mm256_set1_ps(ef[g]), pk + (g0 + g) * 8);
+        __m256i c[8];
+        for (unsigned g = 0; g < 8; g++)
+            c[g] = g < ng ? codes16_thr(_mm256_loadu_si256((const __m256i *)(w + base + (g0 + g) * 16)), e[g])
+                          : _mm256_setzero_si256();
+        __m256i lo = pack4_thr(c[0], c[1], c[2], c[3]), hi = pack4_thr(c[4], c[5], c[6], c[7]);
+        if (ng == 8) {
+            _mm256_storeu_si256((__m256i *)(pk + g0 * 8), lo);
+            _mm256_storeu_si256((__m256i *)(pk + g0 * 8 + 32), hi);
+        } else {
+            uint8_t tail[64];
+            _mm256_storeu_si256((__m256i *)tail, lo);
+            _mm256_storeu_si256((__m256i *)(tail + 32), hi);
+            memcpy(pk + g0 * 8, tail, ng * 8);
         }
     }
+}
+
+static T2 void rows_256_thr(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
+                            uint8_t *s)
+{
+    uint64_t groups = c / NVFP4_GROUP;
+    __m256 gsv = _mm256_set1_ps(gs);
+    nvfp4_thr_table tt;
+    nvfp4_thr_init(&tt, gs);
+    for (uint64_t r = 0; r < n; r++)
+        row_256_thr(w, (r0 + r) * c, groups, gsv, &tt, p + r * (c / 2), s + r * groups);
 }
 
 static T2 void rows_256_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
@@ -369,20 +417,11 @@ static T2 void rows_256_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row
         row_256(w, t, (row0 + r) * cols, groups, gsv, packed + r * (cols / 2), scales + r * groups);
 }
 
-static T2 void rows_256_bf16(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
-                             uint8_t *s)
-{
-    uint64_t groups = c / NVFP4_GROUP;
-    __m256 gsv = _mm256_set1_ps(gs);
-    for (uint64_t r = 0; r < n; r++)
-        row_256_bf16(w, (r0 + r) * c, groups, gsv, p + r * (c / 2), s + r * groups);
-}
-
 void nvfp4_quantize_rows_avx2(const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
                               uint64_t nrows, float gs, uint8_t *packed, uint8_t *scales)
 {
     if (t == FF_DT_BF16)
-        rows_256_bf16(w, cols, row0, nrows, gs, packed, scales);
+        rows_256_thr(w, cols, row0, nrows, gs, packed, scales);
     else
         rows_256_t(w, t, cols, row0, nrows, gs, packed, scales);
 }

@@ -9,6 +9,7 @@
 #include "dtype.h"
 #include "nvfp4.h"
 #include "nvfp4_simd.h"
+#include "nvfp4_thresh.h"
 #include "unit.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -129,8 +130,8 @@ static void check_kernel(const char *name)
                     CHECK(run_case(fn, types[ti], 6, widths[wi], kind));
 }
 
-/* Every bf16 bit pattern (finite) as a group element next to a fixed max,
- * so every possible y lands against every threshold. */
+/* Every bf16 bit pattern (Inf and NaN too) as a group element next to a
+ * fixed max, so every possible y lands against every threshold. */
 static void check_all_bf16(const char *name)
 {
     nvfp4_rows_fn fn = nvfp4_kernel_by_name(name);
@@ -140,8 +141,6 @@ static void check_all_bf16(const char *name)
     uint16_t *w = calloc(n, 2);
     size_t k = 0;
     for (uint32_t b = 0; b < 65536; b++) {
-        if ((b & 0x7f80) == 0x7f80)
-            continue;
         size_t g = k / 8, i = k % 8;
         w[g * 16 + i] = (uint16_t)b;
         w[g * 16 + 8 + i] = (uint16_t)(0x3f80 + (g % 64) * 3);  /* maxima */
@@ -155,6 +154,42 @@ static void check_all_bf16(const char *name)
         CHECK(memcmp(p0, p1, n / 2) == 0 && memcmp(s0, s1, n / 16) == 0);
     }
     free(w), free(p0), free(s0), free(p1), free(s1);
+}
+
+/* The edges a table holds must be exactly where the scalar kernel's code
+ * changes: for every scale code and every |x| bit pattern (NaN included),
+ * the edges passed are the bucket and the sign edge is "x / eff != 0". The
+ * global scales reach e4m3 subnormal and clamped codes, tiny and huge eff
+ * (where the guess underflows or the walk gives up and bisects). */
+static void thresholds_match_scalar(void)
+{
+    static const float gss[] = {1.0f, 448.0f, 2688.0f / 3.0f, 0.01f, 1e30f, 1e-30f, 3.7e5f, 0x1p-20f};
+    nvfp4_thr_table *tt = malloc(sizeof *tt);
+    for (size_t j = 0; j < sizeof gss / sizeof *gss; j++) {
+        nvfp4_thr_init(tt, gss[j]);
+        int bad = 0;
+        for (int code = 1; code <= 0x7e && !bad; code++) {
+            int32_t c = code;
+            nvfp4_thr_build_codes(tt, &c, 1);
+            float eff = ff_e4m3_to_f32((uint8_t)code) / gss[j];
+            const nvfp4_thr *e = &tt->code[code];
+            for (uint32_t mag = 0; mag < 0x8000 && !bad; mag++) {
+                float y = ff_bf16_to_f32((uint16_t)mag) / eff;
+                int passed = 0;
+                for (int k = 0; k < 7; k++)
+                    passed += (int32_t)mag > (e->edge[k] & 0xffff);
+                int nonzero = (int32_t)mag > (e->edge[7] & 0xffff);
+                int want_nonzero = mag <= 0x7f80 && (nvfp4_fp4_code(-y) & 8) != 0;
+                if (passed != (nvfp4_fp4_code(y) & 7) || (mag <= 0x7f80 && nonzero != want_nonzero)) {
+                    fprintf(stderr, "  gs %g code %02x mag %04x: passed %d nonzero %d\n", gss[j], code, mag, passed,
+                            nonzero);
+                    bad = 1;
+                }
+            }
+        }
+        CHECK(!bad);
+    }
+    free(tt);
 }
 
 static void kernel_avx2(void)
@@ -196,6 +231,7 @@ static void absmax_fast_reports_nan(void)
 int main(void)
 {
     RUN(kernel_best_is_known);
+    RUN(thresholds_match_scalar);
     RUN(kernel_avx2);
     RUN(kernel_avx512);
     RUN(absmax_fast_reports_nan);
