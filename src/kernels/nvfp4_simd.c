@@ -306,6 +306,7 @@ static T2 INL __m256i codes16_thr(__m256i x, const nvfp4_thr *e)
 {
     __m256i mag = _mm256_and_si256(x, _mm256_set1_epi16(0x7fff));
     __m256i below = _mm256_setzero_si256();
+#pragma GCC unroll 7
     for (int k = 0; k < 7; k++)
         below = _mm256_sub_epi16(below, _mm256_cmpgt_epi16(mag, _mm256_set1_epi32(e->edge[k])));
     __m256i neg = _mm256_cmpgt_epi16(_mm256_set1_epi16(-127), x);
@@ -332,12 +333,15 @@ static T2 INL __m256i pack4_thr(__m256i a, __m256i b, __m256i c, __m256i d)
 static T2 INL __m256 amax8_bf16(const uint16_t *p)
 {
     __m256i m[8], t[4], u[2];
+#pragma GCC unroll 8
     for (int g = 0; g < 8; g++)
         m[g] = _mm256_add_epi16(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + g * 16)),
                                                  _mm256_set1_epi16(0x7fff)),
                                 _mm256_set1_epi16(0x7f));
+#pragma GCC unroll 4
     for (int q = 0; q < 4; q++)
         t[q] = _mm256_max_epi16(_mm256_unpacklo_epi16(m[2 * q], m[2 * q + 1]), _mm256_unpackhi_epi16(m[2 * q], m[2 * q + 1]));
+#pragma GCC unroll 2
     for (int q = 0; q < 2; q++)
         u[q] = _mm256_max_epi16(_mm256_unpacklo_epi32(t[2 * q], t[2 * q + 1]), _mm256_unpackhi_epi32(t[2 * q], t[2 * q + 1]));
     __m256i v = _mm256_max_epi16(_mm256_unpacklo_epi64(u[0], u[1]), _mm256_unpackhi_epi64(u[0], u[1]));
@@ -346,54 +350,47 @@ static T2 INL __m256 amax8_bf16(const uint16_t *p)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-static T2 INL void row_256_thr(const uint16_t *w, uint64_t base, uint64_t groups, __m256 gsv,
-                               nvfp4_thr_table *tt, uint8_t *pk, uint8_t *sc)
+/* Eight groups (128 bf16) at p: eight scale bytes to sc, 64 packed bytes
+ * to pk. Every loop is unrolled so the vectors stay in registers. */
+static T2 INL void block8_thr(const uint16_t *p, __m256 gsv, nvfp4_thr_table *tt, uint8_t *pk, uint8_t *sc)
 {
-    for (uint64_t g0 = 0; g0 < groups; g0 += 8) {
-        unsigned ng = groups - g0 < 8 ? (unsigned)(groups - g0) : 8;
-        __m256 amax;
-        if (ng == 8) {
-            amax = amax8_bf16(w + base + g0 * 16);
-        } else {
-            uint16_t pad[8 * 16] = {0};
-            memcpy(pad, w + base + g0 * 16, ng * 16 * sizeof *pad);
-            amax = amax8_bf16(pad);
-        }
-        int32_t cd[8] __attribute__((aligned(32)));
-        __m256 eff;
-        __m256i codes = scales_256(amax, gsv, FF_DT_BF16, &eff);
-        _mm256_store_si256((__m256i *)cd, codes);
-        unsigned missing = 0;
-        for (unsigned g = 0; g < 8; g++)
-            missing |= tt->built[cd[g] & 0x7f] ^ 1u;
-        if (__builtin_expect(missing, 0))
-            nvfp4_thr_build_codes(tt, cd, 8);
-        const nvfp4_thr *e[8];
-        for (unsigned g = 0; g < 8; g++)
-            e[g] = &tt->code[cd[g] & 0x7f];
-        if (ng == 8) {
-            __m256i b = _mm256_shuffle_epi8(codes, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                                                    0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
-            _mm_storel_epi64((__m128i *)(sc + g0),
-                             _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
-        } else {
-            for (unsigned g = 0; g < ng; g++)
-                sc[g0 + g] = (uint8_t)cd[g];
-        }
-        __m256i c[8];
-        for (unsigned g = 0; g < 8; g++)
-            c[g] = g < ng ? codes16_thr(_mm256_loadu_si256((const __m256i *)(w + base + (g0 + g) * 16)), e[g])
-                          : _mm256_setzero_si256();
-        __m256i lo = pack4_thr(c[0], c[1], c[2], c[3]), hi = pack4_thr(c[4], c[5], c[6], c[7]);
-        if (ng == 8) {
-            _mm256_storeu_si256((__m256i *)(pk + g0 * 8), lo);
-            _mm256_storeu_si256((__m256i *)(pk + g0 * 8 + 32), hi);
-        } else {
-            uint8_t tail[64];
-            _mm256_storeu_si256((__m256i *)tail, lo);
-            _mm256_storeu_si256((__m256i *)(tail + 32), hi);
-            memcpy(pk + g0 * 8, tail, ng * 8);
-        }
+    __m256 eff;
+    __m256i codes = scales_256(amax8_bf16(p), gsv, FF_DT_BF16, &eff);
+    int32_t cd[8] __attribute__((aligned(32)));
+    _mm256_store_si256((__m256i *)cd, codes);
+    unsigned missing = 0;
+#pragma GCC unroll 8
+    for (unsigned g = 0; g < 8; g++)
+        missing |= tt->built[cd[g] & 0x7f] ^ 1u;
+    if (__builtin_expect(missing, 0))
+        nvfp4_thr_build_codes(tt, cd, 8);
+    __m256i b = _mm256_shuffle_epi8(codes, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+    _mm_storel_epi64((__m128i *)sc, _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
+    __m256i c[8];
+#pragma GCC unroll 8
+    for (unsigned g = 0; g < 8; g++)
+        c[g] = codes16_thr(_mm256_loadu_si256((const __m256i *)(p + g * 16)), &tt->code[cd[g] & 0x7f]);
+    _mm256_storeu_si256((__m256i *)pk, pack4_thr(c[0], c[1], c[2], c[3]));
+    _mm256_storeu_si256((__m256i *)(pk + 32), pack4_thr(c[4], c[5], c[6], c[7]));
+}
+
+/* A row's last partial block goes through a zero-padded copy, so the main
+ * loop has no per-group bounds. */
+static T2 INL void row_256_thr(const uint16_t *w, uint64_t groups, __m256 gsv, nvfp4_thr_table *tt,
+                               uint8_t *pk, uint8_t *sc)
+{
+    uint64_t g0 = 0;
+    for (; g0 + 8 <= groups; g0 += 8)
+        block8_thr(w + g0 * 16, gsv, tt, pk + g0 * 8, sc + g0);
+    if (g0 < groups) {
+        unsigned ng = (unsigned)(groups - g0);
+        uint16_t in[8 * 16] = {0};
+        uint8_t packed[64], scales[8];
+        memcpy(in, w + g0 * 16, ng * 16 * sizeof *in);
+        block8_thr(in, gsv, tt, packed, scales);
+        memcpy(pk + g0 * 8, packed, ng * 8);
+        memcpy(sc + g0, scales, ng);
     }
 }
 
@@ -405,7 +402,7 @@ static T2 void rows_256_thr(const void *w, uint64_t c, uint64_t r0, uint64_t n, 
     nvfp4_thr_table tt;
     nvfp4_thr_init(&tt, gs);
     for (uint64_t r = 0; r < n; r++)
-        row_256_thr(w, (r0 + r) * c, groups, gsv, &tt, p + r * (c / 2), s + r * groups);
+        row_256_thr((const uint16_t *)w + (r0 + r) * c, groups, gsv, &tt, p + r * (c / 2), s + r * groups);
 }
 
 static T2 void rows_256_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
