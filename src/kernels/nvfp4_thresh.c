@@ -48,7 +48,7 @@ void nvfp4_thr_init(nvfp4_thr_table *t, float gs)
     memset(t->built, 0, sizeof t->built);
 }
 
-void nvfp4_thr_build(nvfp4_thr_table *t, uint8_t scale_code)
+static void build_entry(nvfp4_thr_table *t, uint8_t scale_code)
 {
     /* eff exactly as the kernels compute it: decoded e4m3 over gs, in f32 */
     float eff = ff_e4m3_to_f32(scale_code) / t->gs;
@@ -66,5 +66,5 @@ void nvfp4_thr_build_codes(nvfp4_thr_table *t, const int32_t *codes, unsigned n)
 {
     for (unsigned i = 0; i < n; i++)
         if (!t->built[codes[i] & 0x7f])
-            nvfp4_thr_build(t, (uint8_t)(codes[i] & 0x7f));
+            build_entry(t, (uint8_t)(codes[i] & 0x7f));
 }
