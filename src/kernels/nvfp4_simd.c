@@ -159,8 +159,8 @@ static T2 void rows_256_thr(const void *w, uint64_t c, uint64_t r0, uint64_t n, 
                             uint8_t *s);
 
 /* bf16 takes the AVX2 threshold kernel here too: with no division left it
- * is faster than this one on AMD and level with it on Intel (measured with
- * bench/kernels.c), and one path for bf16 is one path to keep exact. */
+ * is faster than this one on both AMD and Intel (bench/kernels.c, 2026-12-04
+ * in docs/bench.md), and one path for bf16 is one path to keep exact. */
 void nvfp4_quantize_rows_avx512(const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
                                 uint64_t nrows, float gs, uint8_t *packed, uint8_t *scales)
 {

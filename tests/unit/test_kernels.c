@@ -159,8 +159,8 @@ static void check_all_bf16(const char *name)
 /* The edges a table holds must be exactly where the scalar kernel's code
  * changes: for every scale code and every |x| bit pattern (NaN included),
  * the edges passed are the bucket and the sign edge is "x / eff != 0". The
- * global scales reach e4m3 subnormal and clamped codes, tiny and huge eff
- * (where the guess underflows or the walk gives up and bisects). */
+ * global scales reach e4m3 subnormal and clamped codes, and tiny and huge
+ * eff (where the first guess underflows or lands far from the edge). */
 static void thresholds_match_scalar(void)
 {
     static const float gss[] = {1.0f, 448.0f, 2688.0f / 3.0f, 0.01f, 1e30f, 1e-30f, 3.7e5f, 0x1p-20f};
