@@ -4,6 +4,8 @@
 #ifndef FF_SHARDS_H
 #define FF_SHARDS_H
 
+#include <sys/uio.h>
+
 #include "safetensors.h"
 
 typedef struct shard_set {
@@ -25,6 +27,11 @@ int shards_write(shard_set *s, size_t out, const void *buf, uint64_t n, ff_err *
 /* Bytes [at, at + n) of tensor out. Safe from several threads at once for
  * disjoint ranges: it leaves bytes_written to the caller. */
 int shards_write_part(const shard_set *s, size_t out, uint64_t at, const void *buf, uint64_t n, ff_err *e);
+/* Where byte `at` of tensor out lies: its shard and the file offset. */
+void shards_place(const shard_set *s, size_t out, uint64_t at, size_t *shard, uint64_t *off);
+/* Writes the n buffers back to back at off in shard k (one pwritev a run
+ * of adjacent pieces). Safe from several threads for disjoint ranges. */
+int shards_pwritev(const shard_set *s, size_t k, uint64_t off, struct iovec *iov, int n, ff_err *e);
 int shards_close(shard_set *s, const char *dir, ff_err *e);
 void shards_free(shard_set *s);
 

@@ -23,6 +23,7 @@
 /* qconfig.c: qconfig_apply with weights.observer set (NULL: memoryless_minmax) */
 json_t *qconfig_apply_observer(const json_t *config, const plan *p, const char *observer);
 #include "writer_int.h"
+#include "outq.h"
 #include "shards.h"
 #include "threadpool.h"
 
@@ -47,13 +48,9 @@ typedef struct out_arena {
     uint64_t cap;
 } out_arena;
 
-/* Per pool thread: the rows a task just quantized (or a kept tensor's
- * chunk) go from here straight to their place in the shard, so big units
- * need no unit-sized output buffer and the writes overlap the kernels. A
- * failed write is kept here for the calling thread to report. */
+/* Per pool thread: a kept tensor's chunk that it failed to write, for the
+ * calling thread to report. */
 typedef struct worker_slot {
-    uint8_t *buf;
-    uint64_t cap;
     int failed;
     ff_err err;
 } worker_slot;
@@ -71,15 +68,15 @@ typedef struct unit_job {
     uint64_t *task_bad;       /* element index of a NaN/Inf, or UINT64_MAX */
     uint8_t **packed, **scales;  /* into the arena, not owned; NULL when streamed */
     uint64_t elems;           /* elements in the unit, to pick inline or pool */
-    int streamed;             /* tasks write their rows to the shard themselves */
+    int streamed;             /* tasks queue their rows for the shard (outq): big units need no
+                                 unit-sized output buffer and the writes overlap the kernels */
     uintptr_t page;           /* the page size, for releasing rows */
     size_t *task_block;       /* release block of each task */
     size_t nblocks;
     size_t *block_first;      /* first task of each block, then ntasks (a block's tasks are consecutive) */
     atomic_size_t *block_left;   /* tasks of the block still to finish this pass */
     const shard_set *ss;
-    worker_slot *slots;
-    pthread_mutex_t *write_mu;
+    outq *q;
     void **data;              /* per member: the quant_source's copy, or NULL */
     const uint8_t **rows;     /* per member: its [rows, cols] weight (row 0) */
     void **owned;             /* per member: a transposed copy behind rows, or NULL */
@@ -178,8 +175,8 @@ static void absmax_task(void *ctx, size_t t, int worker)
         release_task_rows(j, t);
 }
 
-/* Where task t's packed rows and scales go: the unit's arena, or the
- * thread's slot when the unit is streamed. */
+/* Where task t's packed rows and scales go: the unit's arena, or a free
+ * buffer of the thread's when the unit is streamed. */
 static void task_outputs(const unit_job *j, size_t t, int worker, uint8_t **pk, uint8_t **sc)
 {
     size_t k = j->task_member[t];
@@ -189,22 +186,19 @@ static void task_outputs(const unit_job *j, size_t t, int worker, uint8_t **pk, 
         *sc = j->scales[k] + r * (cols / NVFP4_GROUP);
         return;
     }
-    *pk = j->slots[worker].buf;
+    *pk = outq_buffer(j->q, worker);
     *sc = *pk + task_rows(j, t) * (cols / 2);
 }
 
-static void stream_task_rows(const unit_job *j, size_t t, int worker, const uint8_t *pk, const uint8_t *sc)
+/* The packed rows and the scales follow each other in the buffer. */
+static void stream_task_rows(const unit_job *j, size_t t, int worker, const uint8_t *pk)
 {
-    worker_slot *w = &j->slots[worker];
-    if (!j->streamed || w->failed)
+    if (!j->streamed)
         return;
     const plan_member *m = &j->p->members[j->u->first + j->task_member[t]];
     uint64_t r = j->task_row[t], n = task_rows(j, t);
-    pthread_mutex_lock(j->write_mu);
-    if (shards_write_part(j->ss, m->out, r * (m->cols / 2), pk, n * (m->cols / 2), &w->err) ||
-        shards_write_part(j->ss, m->out + 1, r * (m->cols / NVFP4_GROUP), sc, n * (m->cols / NVFP4_GROUP), &w->err))
-        w->failed = 1;
-    pthread_mutex_unlock(j->write_mu);
+    outq_submit(j->q, worker, pk, m->out, r * (m->cols / 2), n * (m->cols / 2), m->out + 1,
+                r * (m->cols / NVFP4_GROUP), n * (m->cols / NVFP4_GROUP));
 }
 
 static void quant_task(void *ctx, size_t t, int worker)
@@ -216,7 +210,7 @@ static void quant_task(void *ctx, size_t t, int worker)
     task_outputs(j, t, worker, &pk, &sc);
     j->kernel(j->rows[k], m->src->st->dtype, m->cols, j->task_row[t], task_rows(j, t), j->gs, pk, sc);
     release_task_rows(j, t);
-    stream_task_rows(j, t, worker, pk, sc);
+    stream_task_rows(j, t, worker, pk);
 }
 
 static void search_task(void *ctx, size_t t, int worker)
@@ -255,7 +249,7 @@ static void quant_ranges_task(void *ctx, size_t t, int worker)
     nvfp4_quantize_rows_ranges(j->rows[k], m->src->st->dtype, m->cols, r, task_rows(j, t), j->gs,
                                j->gamax[k] + r * (m->cols / NVFP4_GROUP), pk, sc);
     release_task_rows(j, t);
-    stream_task_rows(j, t, worker, pk, sc);
+    stream_task_rows(j, t, worker, pk);
 }
 
 /* Per-member search buffers; -1 when out of memory. */
@@ -315,9 +309,9 @@ static int arena_reserve(out_arena *a, uint64_t n)
     return a->p ? 0 : -1;
 }
 
-/* Grows every thread's slot to hold one task's output of the unit's widest
- * member; -1 when out of memory. */
-static int slots_reserve(const unit_job *j, int nslots)
+/* Grows the queue's buffers to hold one task's output of the unit's
+ * widest member; -1 when out of memory. */
+static int buffers_reserve(const unit_job *j)
 {
     uint64_t need = 1;
     for (size_t k = 0; k < j->u->count; k++) {
@@ -325,19 +319,10 @@ static int slots_reserve(const unit_job *j, int nslots)
         uint64_t b = ROWS_PER_TASK * (m->cols / 2 + m->cols / NVFP4_GROUP);
         need = b > need ? b : need;
     }
-    for (int w = 0; w < nslots; w++) {
-        if (j->slots[w].cap >= need)
-            continue;
-        free(j->slots[w].buf);
-        j->slots[w].buf = malloc(need);
-        j->slots[w].cap = j->slots[w].buf ? need : 0;
-        if (!j->slots[w].buf)
-            return -1;
-    }
-    return 0;
+    return outq_reserve(j->q, need);
 }
 
-static int plan_tasks(unit_job *j, out_arena *arena, int nslots)
+static int plan_tasks(unit_job *j, out_arena *arena)
 {
     size_t n = 0;
     uint64_t bytes = 0;
@@ -361,7 +346,7 @@ static int plan_tasks(unit_job *j, out_arena *arena, int nslots)
     j->scales = calloc(j->u->count, sizeof *j->scales);
     if (!j->task_member || !j->task_row || !j->task_amax || !j->task_bad || !j->task_block || !j->block_first ||
         !j->block_left || !j->packed || !j->scales ||
-        (j->streamed ? slots_reserve(j, nslots) : arena_reserve(arena, bytes + 1)))
+        (j->streamed ? buffers_reserve(j) : arena_reserve(arena, bytes + 1)))
         return -1;
     size_t t = 0;
     uint8_t *at = arena->p;
@@ -553,9 +538,10 @@ typedef struct io_state {
     wcomb wc;
     worker_slot *slots;       /* one per pool thread */
     int nslots;
-    /* One pool thread writes at a time: ext4 holds the file's lock for the
-     * whole buffered write, and a second writer spins on it in the kernel
-     * (28% of a run's CPU when they did); waiting here sleeps instead. */
+    outq *q;                  /* streamed units' rows */
+    /* Kept chunks: one pool thread writes at a time: ext4 holds the file's
+     * lock for the whole buffered write, and a second writer spins on it in
+     * the kernel (28% of a run's CPU when they did); waiting here sleeps. */
     pthread_mutex_t write_mu;
 } io_state;
 
@@ -634,10 +620,10 @@ static int write_unit(const ckpt *c, const plan *p, const plan_unit *u, ff_pool 
                       shard_set *ss, ff_err *e)
 {
     unit_job j = {.c = c, .p = p, .u = u, .kernel = kernel, .obs = obs,
-                  .obs_scalar = kernel == nvfp4_quantize_rows_scalar, .ss = ss, .slots = io->slots,
-                  .write_mu = &io->write_mu, .page = (uintptr_t)sysconf(_SC_PAGESIZE)};
+                  .obs_scalar = kernel == nvfp4_quantize_rows_scalar, .ss = ss, .q = io->q,
+                  .page = (uintptr_t)sysconf(_SC_PAGESIZE)};
     int rc = FF_OK;
-    if (plan_tasks(&j, &io->arena, io->nslots) || (obs && obs_alloc(&j))) {
+    if (plan_tasks(&j, &io->arena) || (obs && obs_alloc(&j))) {
         free_job(&j);
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
     }
@@ -663,7 +649,7 @@ static int write_unit(const ckpt *c, const plan *p, const plan_unit *u, ff_pool 
         j.gs = nvfp4_global_scale(amax, p->members[u->first].src->st->dtype);
         arm_blocks(&j);
         run_tasks(pool, &j, obs ? quant_ranges_task : quant_task);
-        rc = slots_error(io, e);
+        rc = outq_error(io->q, e);
         for (size_t k = 0; k < u->count && rc == FF_OK; k++) {
             const plan_member *m = &p->members[u->first + k];
             if (j.streamed) {
@@ -785,8 +771,11 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
     progress_begin(&bar, p->bytes_in, o->progress);
     io_state io = {.wc.buf = malloc(WC_CAP), .nslots = pool_threads(pool)};
     io.slots = calloc((size_t)io.nslots, sizeof *io.slots);
-    if (!io.slots) {
+    io.q = outq_create(ss, io.nslots);
+    if (!io.slots || !io.q) {
         free(io.wc.buf);
+        free(io.slots);
+        outq_free(io.q);
         return ff_fail(e, FF_EIO, "out of memory");
     }
     pthread_mutex_init(&io.write_mu, NULL);
@@ -815,9 +804,8 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
     progress_end(&bar);
     free(io.arena.p);
     free(io.wc.buf);
-    for (int w = 0; w < io.nslots; w++)
-        free(io.slots[w].buf);
     free(io.slots);
+    outq_free(io.q);
     pthread_mutex_destroy(&io.write_mu);
     if (rc == FF_OK && o->source && o->source->finish)
         rc = o->source->finish(o->source->ctx, e);

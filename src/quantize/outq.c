@@ -1,0 +1,202 @@
+#include "outq.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef IOV_MAX
+#define IOV_MAX 1024
+#endif
+
+typedef struct piece {
+    size_t shard;
+    uint64_t off, len;
+    const uint8_t *p;
+} piece;
+
+typedef struct qitem {
+    size_t buf;               /* index into bufs */
+    piece pc[2];
+} qitem;
+
+struct outq {
+    const shard_set *ss;
+    int nworkers;
+    size_t nbufs;             /* nworkers * OUTQ_DEPTH */
+    uint8_t **bufs;
+    unsigned char *queued;    /* per buffer: waiting for the writer (under mu) */
+    uint64_t cap;
+    pthread_mutex_t mu;
+    pthread_cond_t freed;
+    qitem *pending, *batch;   /* nbufs each: a buffer is queued at most once */
+    size_t npending;
+    piece *pieces;            /* 2 * nbufs: the writer's, sorted by place */
+    struct iovec *iov;
+    int writing;              /* a thread is writing; it drains pending before it stops */
+    int failed;
+    ff_err err;
+};
+
+outq *outq_create(const shard_set *ss, int nworkers)
+{
+    outq *q = calloc(1, sizeof *q);
+    if (!q)
+        return NULL;
+    q->ss = ss;
+    q->nworkers = nworkers > 0 ? nworkers : 1;
+    q->nbufs = (size_t)q->nworkers * OUTQ_DEPTH;
+    q->bufs = calloc(q->nbufs, sizeof *q->bufs);
+    q->queued = calloc(q->nbufs, 1);
+    q->pending = calloc(q->nbufs, sizeof *q->pending);
+    q->batch = calloc(q->nbufs, sizeof *q->batch);
+    q->pieces = calloc(2 * q->nbufs, sizeof *q->pieces);
+    q->iov = calloc(2 * q->nbufs, sizeof *q->iov);
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->freed, NULL);
+    if (!q->bufs || !q->queued || !q->pending || !q->batch || !q->pieces || !q->iov) {
+        outq_free(q);
+        return NULL;
+    }
+    return q;
+}
+
+void outq_free(outq *q)
+{
+    if (!q)
+        return;
+    for (size_t b = 0; q->bufs && b < q->nbufs; b++)
+        free(q->bufs[b]);
+    free(q->bufs);
+    free(q->queued);
+    free(q->pending);
+    free(q->batch);
+    free(q->pieces);
+    free(q->iov);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->freed);
+    free(q);
+}
+
+int outq_reserve(outq *q, uint64_t bytes)
+{
+    if (bytes <= q->cap)
+        return 0;
+    for (size_t b = 0; b < q->nbufs; b++) {
+        free(q->bufs[b]);
+        q->bufs[b] = malloc(bytes);
+        if (!q->bufs[b]) {
+            q->cap = 0;
+            return -1;
+        }
+    }
+    q->cap = bytes;
+    return 0;
+}
+
+uint8_t *outq_buffer(outq *q, int worker)
+{
+    size_t first = (size_t)worker * OUTQ_DEPTH;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        for (size_t b = first; b < first + OUTQ_DEPTH; b++)
+            if (!q->queued[b]) {
+                pthread_mutex_unlock(&q->mu);
+                return q->bufs[b];
+            }
+        pthread_cond_wait(&q->freed, &q->mu);
+    }
+}
+
+static int by_place(const void *a, const void *b)
+{
+    const piece *x = a, *y = b;
+    if (x->shard != y->shard)
+        return x->shard < y->shard ? -1 : 1;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Pieces from `from` on that continue each other in one file, as iovecs. */
+static size_t gather_run(outq *q, size_t from, size_t n, int *niov)
+{
+    size_t i = from;
+    *niov = 0;
+    do {
+        q->iov[*niov].iov_base = (void *)q->pieces[i].p;
+        q->iov[(*niov)++].iov_len = q->pieces[i].len;
+        i++;
+    } while (i < n && *niov < IOV_MAX && q->pieces[i].shard == q->pieces[i - 1].shard &&
+             q->pieces[i].off == q->pieces[i - 1].off + q->pieces[i - 1].len);
+    return i;
+}
+
+/* Outside the lock: only the writer touches batch, pieces and iov. */
+static void write_batch(outq *q, size_t nitems)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < nitems; i++)
+        for (int k = 0; k < 2; k++)
+            if (q->batch[i].pc[k].len)
+                q->pieces[n++] = q->batch[i].pc[k];
+    qsort(q->pieces, n, sizeof *q->pieces, by_place);
+    for (size_t i = 0; i < n && !q->failed;) {
+        int niov;
+        size_t next = gather_run(q, i, n, &niov);
+        if (shards_pwritev(q->ss, q->pieces[i].shard, q->pieces[i].off, q->iov, niov, &q->err))
+            q->failed = 1;
+        i = next;
+    }
+}
+
+static piece place(const outq *q, size_t out, uint64_t at, uint64_t len, const uint8_t *p)
+{
+    piece pc = {.len = len, .p = p};
+    shards_place(q->ss, out, at, &pc.shard, &pc.off);
+    return pc;
+}
+
+static size_t buffer_index(const outq *q, int worker, const uint8_t *buf)
+{
+    size_t b = (size_t)worker * OUTQ_DEPTH;
+    while (q->bufs[b] != buf)
+        b++;
+    return b;
+}
+
+void outq_submit(outq *q, int worker, const uint8_t *buf, size_t out_a, uint64_t at_a, uint64_t len_a,
+                 size_t out_b, uint64_t at_b, uint64_t len_b)
+{
+    qitem it = {.buf = buffer_index(q, worker, buf)};
+    it.pc[0] = place(q, out_a, at_a, len_a, buf);
+    it.pc[1] = place(q, out_b, at_b, len_b, buf + len_a);
+    pthread_mutex_lock(&q->mu);
+    q->queued[it.buf] = 1;
+    q->pending[q->npending++] = it;
+    if (q->writing) {
+        pthread_mutex_unlock(&q->mu);
+        return;
+    }
+    q->writing = 1;
+    while (q->npending) {
+        size_t n = q->npending;
+        memcpy(q->batch, q->pending, n * sizeof *q->batch);
+        q->npending = 0;
+        pthread_mutex_unlock(&q->mu);
+        write_batch(q, n);
+        pthread_mutex_lock(&q->mu);
+        for (size_t i = 0; i < n; i++)
+            q->queued[q->batch[i].buf] = 0;
+        pthread_cond_broadcast(&q->freed);
+    }
+    q->writing = 0;
+    pthread_mutex_unlock(&q->mu);
+}
+
+int outq_error(outq *q, ff_err *e)
+{
+    if (!q->failed)
+        return FF_OK;
+    q->failed = 0;
+    *e = q->err;
+    return e->code;
+}

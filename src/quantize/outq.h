@@ -1,0 +1,34 @@
+/* Quantized rows on their way to the shard. A pool thread that finishes a
+ * task queues its output and goes on in another of its buffers; one thread
+ * at a time (whichever queued while nobody was writing) writes all that is
+ * queued, adjacent pieces in one pwritev. The file takes one writer at a
+ * time anyway (ext4 holds its lock for the whole write); with a mutex round
+ * each task's write, 16 threads queued behind it, and each hand-over woke a
+ * sleeper: 16 threads ran the job slower than 8. */
+#ifndef FF_OUTQ_H
+#define FF_OUTQ_H
+
+#include <stdint.h>
+
+#include "ff_err.h"
+#include "shards.h"
+
+/* Buffers a thread may have queued before it waits for the writer. */
+#define OUTQ_DEPTH 4
+
+typedef struct outq outq;
+
+outq *outq_create(const shard_set *ss, int nworkers);
+void outq_free(outq *q);
+/* Every buffer at least `bytes` (between pool runs only); -1: out of memory. */
+int outq_reserve(outq *q, uint64_t bytes);
+/* A free buffer of this worker, waiting while all of them are queued. */
+uint8_t *outq_buffer(outq *q, int worker);
+/* Queues buf (from outq_buffer) as tensor out_a's bytes [at_a, at_a + len_a)
+ * followed in buf by out_b's [at_b, at_b + len_b); may write the queue. */
+void outq_submit(outq *q, int worker, const uint8_t *buf, size_t out_a, uint64_t at_a, uint64_t len_a,
+                 size_t out_b, uint64_t at_b, uint64_t len_b);
+/* The first write that failed since the last call (FF_OK: none). */
+int outq_error(outq *q, ff_err *e);
+
+#endif

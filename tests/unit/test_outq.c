@@ -1,0 +1,129 @@
+/* The output queue: rows from many threads land at their place in the
+ * right shard whatever order they are queued in, and a failed write comes
+ * back to the caller as one error naming the file. */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "outq.h"
+#include "shards.h"
+#include "unit.h"
+
+#define WORKERS 4
+#define TASKS 203          /* not a multiple of WORKERS: uneven last round */
+#define ROW_A 1000         /* bytes a task writes into tensor 0 (shard 0) */
+#define ROW_B 24           /* and into tensor 2 (shard 1) */
+
+static char dir[] = "/tmp/ff-outq-XXXXXX";
+
+static uint8_t pattern(size_t out, uint64_t at)
+{
+    return (uint8_t)(out * 131 + at * 7 + (at >> 9));
+}
+
+typedef struct run {
+    outq *q;
+    int worker;
+} run;
+
+/* Tasks interleaved over the workers, as the pool hands them out. */
+static void *worker_main(void *arg)
+{
+    run *r = arg;
+    for (size_t t = (size_t)r->worker; t < TASKS; t += WORKERS) {
+        uint8_t *buf = outq_buffer(r->q, r->worker);
+        for (uint64_t i = 0; i < ROW_A; i++)
+            buf[i] = pattern(0, t * ROW_A + i);
+        for (uint64_t i = 0; i < ROW_B; i++)
+            buf[ROW_A + i] = pattern(2, t * ROW_B + i);
+        outq_submit(r->q, r->worker, buf, 0, t * ROW_A, ROW_A, 2, t * ROW_B, ROW_B);
+    }
+    return NULL;
+}
+
+static int open_set(shard_set *ss, st_out *outs, ff_err *e)
+{
+    st_out o[3] = {{.name = "a", .dtype = FF_DT_U8, .ndim = 1, .shape = {TASKS * ROW_A}, .nbytes = TASKS * ROW_A},
+                   {.name = "b", .dtype = FF_DT_U8, .ndim = 1, .shape = {8}, .nbytes = 8},
+                   {.name = "c", .dtype = FF_DT_U8, .ndim = 1, .shape = {TASKS * ROW_B}, .nbytes = TASKS * ROW_B}};
+    memcpy(outs, o, sizeof o);
+    /* shard size: a and b in the first file, c in the second */
+    return shards_open(ss, outs, 3, TASKS * ROW_A + 8, dir, e);
+}
+
+static int bytes_match(const shard_set *ss, size_t out)
+{
+    int fd = open(ss->paths[ss->out_shard[out]], O_RDONLY);
+    uint64_t n = ss->outs[out].nbytes;
+    uint8_t *got = malloc(n);
+    int ok = fd >= 0 && got && pread(fd, got, n, (off_t)ss->out_abs[out]) == (ssize_t)n;
+    for (uint64_t i = 0; ok && i < n; i++)
+        ok = got[i] == pattern(out, i);
+    free(got);
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+static void test_every_piece_lands_in_place(void)
+{
+    shard_set ss;
+    st_out outs[3];
+    ff_err e = {0};
+    CHECK(open_set(&ss, outs, &e) == FF_OK);
+    CHECK_EQ_INT(ss.nshards, 2);
+    outq *q = outq_create(&ss, WORKERS);
+    CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
+    pthread_t th[WORKERS];
+    run r[WORKERS];
+    for (int w = 0; w < WORKERS; w++) {
+        r[w] = (run){q, w};
+        pthread_create(&th[w], NULL, worker_main, &r[w]);
+    }
+    for (int w = 0; w < WORKERS; w++)
+        pthread_join(th[w], NULL);
+    CHECK(outq_error(q, &e) == FF_OK);
+    CHECK(bytes_match(&ss, 0));
+    CHECK(bytes_match(&ss, 2));
+    outq_free(q);
+    shards_free(&ss);
+}
+
+/* A shard whose descriptor cannot be written: the error names the file,
+ * is reported once, and the buffers still come back to their thread. */
+static void test_failed_write_is_reported(void)
+{
+    shard_set ss;
+    st_out outs[3];
+    ff_err e = {0};
+    CHECK(open_set(&ss, outs, &e) == FF_OK);
+    close(ss.fds[1]);
+    ss.fds[1] = open(ss.paths[1], O_RDONLY);
+    outq *q = outq_create(&ss, 1);
+    CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
+    for (int t = 0; t < OUTQ_DEPTH + 2; t++) {
+        uint8_t *buf = outq_buffer(q, 0);
+        memset(buf, 1, ROW_A + ROW_B);
+        outq_submit(q, 0, buf, 0, (uint64_t)t * ROW_A, ROW_A, 2, (uint64_t)t * ROW_B, ROW_B);
+    }
+    CHECK(outq_error(q, &e) == FF_EIO);
+    CHECK(strstr(e.msg, ss.paths[1]) && strstr(e.msg, "write failed"));
+    CHECK(outq_error(q, &e) == FF_OK);
+    outq_free(q);
+    shards_free(&ss);
+}
+
+int main(void)
+{
+    if (!mkdtemp(dir))
+        return 1;
+    RUN(test_every_piece_lands_in_place);
+    RUN(test_failed_write_is_reported);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        return 1;
+    return UNIT_END();
+}
