@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <sys/uio.h>
 
 #include "dtype.h"
 #include "ff_err.h"
@@ -60,6 +61,9 @@ typedef struct st_out {
  * returns where the data section starts. */
 int st_write_header(int fd, const char *path, st_out *ts, size_t n, uint64_t *data_off,
                     ff_err *e);
+/* pwritev that finishes or fails: the n buffers back to back at off (iov
+ * is consumed). */
+int st_pwritev_all(int fd, const char *path, struct iovec *iov, int n, uint64_t off, ff_err *e);
 /* pwrite that finishes or fails. */
 int st_pwrite_all(int fd, const char *path, const void *buf, size_t n, uint64_t off,
                   ff_err *e);

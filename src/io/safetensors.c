@@ -216,21 +216,39 @@ void st_close(st_file *f)
     f->fd = -1;
 }
 
-int st_pwrite_all(int fd, const char *path, const void *buf, size_t n, uint64_t off, ff_err *e)
+/* Steps past w written bytes; iov[*i..n) is what is left. */
+static void iov_advance(struct iovec *iov, int n, int *i, size_t w)
 {
-    const uint8_t *p = buf;
-    while (n > 0) {
-        ssize_t w = pwrite(fd, p, n, (off_t)off);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return ff_fail(e, FF_EIO, "%s: write failed: %s", path, strerror(errno));
-        }
-        p += w;
-        n -= (size_t)w;
+    while (*i < n && w >= iov[*i].iov_len) {
+        w -= iov[*i].iov_len;
+        (*i)++;
+    }
+    if (*i < n) {
+        iov[*i].iov_base = (uint8_t *)iov[*i].iov_base + w;
+        iov[*i].iov_len -= w;
+    }
+}
+
+int st_pwritev_all(int fd, const char *path, struct iovec *iov, int n, uint64_t off, ff_err *e)
+{
+    int i = 0;
+    iov_advance(iov, n, &i, 0);   /* past leading empty buffers */
+    while (i < n) {
+        ssize_t w = pwritev(fd, iov + i, n - i, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return ff_fail(e, FF_EIO, "%s: write failed: %s", path, w < 0 ? strerror(errno) : "no progress");
         off += (uint64_t)w;
+        iov_advance(iov, n, &i, (size_t)w);
     }
     return FF_OK;
+}
+
+int st_pwrite_all(int fd, const char *path, const void *buf, size_t n, uint64_t off, ff_err *e)
+{
+    struct iovec one = {.iov_base = (void *)buf, .iov_len = n};
+    return st_pwritev_all(fd, path, &one, 1, off, e);
 }
 
 int st_write_header(int fd, const char *path, st_out *ts, size_t n, uint64_t *data_off, ff_err *e)

@@ -106,32 +106,9 @@ void shards_place(const shard_set *s, size_t out, uint64_t at, size_t *shard, ui
     *off = s->out_abs[out] + at;
 }
 
-/* Steps past w written bytes; iov[*i..n) is what is left. */
-static void iov_advance(struct iovec *iov, int n, int *i, size_t w)
-{
-    while (*i < n && w >= iov[*i].iov_len) {
-        w -= iov[*i].iov_len;
-        (*i)++;
-    }
-    if (*i < n) {
-        iov[*i].iov_base = (uint8_t *)iov[*i].iov_base + w;
-        iov[*i].iov_len -= w;
-    }
-}
-
 int shards_pwritev(const shard_set *s, size_t k, uint64_t off, struct iovec *iov, int n, ff_err *e)
 {
-    int i = 0;
-    while (i < n) {
-        ssize_t w = pwritev(s->fds[k], iov + i, n - i, (off_t)off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return ff_fail(e, FF_EIO, "%s: write failed: %s", s->paths[k], w < 0 ? strerror(errno) : "no progress");
-        off += (uint64_t)w;
-        iov_advance(iov, n, &i, (size_t)w);
-    }
-    return FF_OK;
+    return st_pwritev_all(s->fds[k], s->paths[k], iov, n, off, e);
 }
 
 static int write_index(shard_set *s, const char *dir, ff_err *e)

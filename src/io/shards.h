@@ -4,8 +4,6 @@
 #ifndef FF_SHARDS_H
 #define FF_SHARDS_H
 
-#include <sys/uio.h>
-
 #include "safetensors.h"
 
 typedef struct shard_set {

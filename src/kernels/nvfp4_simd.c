@@ -31,14 +31,13 @@
 
 /* ---------------------------------------------------------------- AVX-512 */
 
+/* f32 or f16: bf16 takes the threshold kernel (rows_256_thr). */
 static T5 INL __m512 load16_512(const void *w, ff_dtype t, uint64_t i)
 {
     if (t == FF_DT_F32)
         return _mm512_loadu_ps((const float *)w + i);
-    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i));
-    if (t == FF_DT_F16)
-        return _mm512_cvtph_ps(h);   /* exact, subnormals included */
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    /* exact, subnormals included */
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i)));
 }
 
 static T5 INL __m512 abs512(__m512 x)
@@ -46,18 +45,13 @@ static T5 INL __m512 abs512(__m512 x)
     return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
 }
 
-/* round_to_dtype: bf16 by RNE on the bits (no NaN reaches here), f16 by the
- * hardware conversion (IEEE RNE, subnormals and overflow to inf as torch). */
+/* round_to_dtype for f32 (nothing) and f16: the hardware conversion (IEEE
+ * RNE, subnormals and overflow to inf as torch). */
 static T5 INL __m512 round_to_512(__m512 s, ff_dtype t)
 {
     if (t == FF_DT_F16)
         return _mm512_cvtph_ps(_mm512_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    if (t != FF_DT_BF16)
-        return s;
-    __m512i u = _mm512_castps_si512(s);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-    return _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u)));
+    return s;
 }
 
 /* Sixteen groups' scales at once: e4m3 codes and the f32 value eff = s8/gs. */
@@ -172,14 +166,12 @@ void nvfp4_quantize_rows_avx512(const void *w, ff_dtype t, uint64_t cols, uint64
 
 /* ------------------------------------------------------------------- AVX2 */
 
+/* f32 or f16: bf16 takes the threshold kernel (rows_256_thr). */
 static T2 INL __m256 load8_256(const void *w, ff_dtype t, uint64_t i)
 {
     if (t == FF_DT_F32)
         return _mm256_loadu_ps((const float *)w + i);
-    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
-    if (t == FF_DT_F16)
-        return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
 }
 
 static T2 INL __m256 abs256(__m256 x)

@@ -22,8 +22,7 @@ typedef struct qitem {
 
 struct outq {
     const shard_set *ss;
-    int nworkers;
-    size_t nbufs;             /* nworkers * OUTQ_DEPTH */
+    size_t nbufs;             /* OUTQ_DEPTH a worker */
     uint8_t **bufs;
     unsigned char *queued;    /* per buffer: waiting for the writer (under mu) */
     uint64_t cap;
@@ -44,8 +43,7 @@ outq *outq_create(const shard_set *ss, int nworkers)
     if (!q)
         return NULL;
     q->ss = ss;
-    q->nworkers = nworkers > 0 ? nworkers : 1;
-    q->nbufs = (size_t)q->nworkers * OUTQ_DEPTH;
+    q->nbufs = (size_t)(nworkers > 0 ? nworkers : 1) * OUTQ_DEPTH;
     q->bufs = calloc(q->nbufs, sizeof *q->bufs);
     q->queued = calloc(q->nbufs, 1);
     q->pending = calloc(q->nbufs, sizeof *q->pending);
