@@ -342,45 +342,81 @@ static T2 INL __m256 amax8_bf16(const uint16_t *p)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* Eight groups (128 bf16) at p: eight scale bytes to sc, 64 packed bytes
- * to pk. Every loop is unrolled so the vectors stay in registers. */
-static T2 INL void block8_thr(const uint16_t *p, __m256 gsv, nvfp4_thr_table *tt, uint8_t *pk, uint8_t *sc)
+/* Groups are quantized a chunk at a time in two phases: every group's
+ * scale, then every group's codes. A scale is a long chain (the maxima, a
+ * division, the e4m3 rounding, the edge table's address) that the compares
+ * wait on; block by block of eight groups the reorder window held little
+ * more than one block, so each chain stalled its compares. bench/kernels.c,
+ * one core: Intel host 3.8-4.1 GB/s block by block, 4.8-5.0 in chunks; AMD
+ * VM 6.9 and 8.4-8.6. 24 groups was at or near the best of 16 to 256 on
+ * both; its 768 bytes of bf16 are still in L1 for the second phase. */
+#define THR_CHUNK_GROUPS 24
+/* The kernel asks for its input a page ahead: the hardware prefetchers stop
+ * at each 4 KB page, and in a quantize run, its rows coming from DRAM, the
+ * Intel host's kernel waited on them (bench/kernels.c cannot show it there:
+ * its 231 MB matrix sits in that CPU's 300 MB L3). bench/ab.sh, 2 threads,
+ * 4.34 GB: 0.84-1.01 s with it against 1.03-1.27 s without. The AMD VM's
+ * kernel figures do not move. */
+#define PREFETCH_AHEAD 4096
+
+/* ng groups (a multiple of 8, at most THR_CHUNK_GROUPS) at p: ng scale
+ * bytes to sc, 8 * ng packed bytes to pk. */
+static T2 INL void chunk_thr(const uint16_t *p, unsigned ng, __m256 gsv, nvfp4_thr_table *tt, uint8_t *pk,
+                             uint8_t *sc)
 {
-    __m256 eff;
-    __m256i codes = scales_256(amax8_bf16(p), gsv, FF_DT_BF16, &eff);
-    int32_t cd[8] __attribute__((aligned(32)));
-    _mm256_store_si256((__m256i *)cd, codes);
+    /* each group's scale code, and its edges' byte offset in tt->code found
+     * eight at a time here (per group, the scalar mask and shift shared the
+     * compares' ports on Intel) */
+    int32_t cd[THR_CHUNK_GROUPS] __attribute__((aligned(32))), off[THR_CHUNK_GROUPS] __attribute__((aligned(32)));
+    _Static_assert(sizeof(nvfp4_thr) == 32, "the offsets below shift by 5");
+    const __m256i bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                           0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    for (unsigned g0 = 0; g0 < ng; g0 += 8) {
+        /* an address past a row's padded copy is fine: prefetches never fault */
+        for (unsigned l = 0; l < 4; l++)
+            _mm_prefetch((const char *)((uintptr_t)(p + g0 * 16) + PREFETCH_AHEAD + l * 64), _MM_HINT_T0);
+        __m256 eff;
+        __m256i codes = scales_256(amax8_bf16(p + g0 * 16), gsv, FF_DT_BF16, &eff);
+        __m256i idx = _mm256_and_si256(codes, _mm256_set1_epi32(0x7f));
+        _mm256_store_si256((__m256i *)(cd + g0), idx);
+        _mm256_store_si256((__m256i *)(off + g0), _mm256_slli_epi32(idx, 5));
+        __m256i b = _mm256_shuffle_epi8(codes, bytes);
+        _mm_storel_epi64((__m128i *)(sc + g0),
+                         _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
+    }
     unsigned missing = 0;
-#pragma GCC unroll 8
-    for (unsigned g = 0; g < 8; g++)
-        missing |= tt->built[cd[g] & 0x7f] ^ 1u;
+    for (unsigned g = 0; g < ng; g++)
+        missing |= tt->built[cd[g]] ^ 1u;
     if (__builtin_expect(missing, 0))
-        nvfp4_thr_build_codes(tt, cd, 8);
-    __m256i b = _mm256_shuffle_epi8(codes, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                                            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
-    _mm_storel_epi64((__m128i *)sc, _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
-    __m256i c[8];
-#pragma GCC unroll 8
-    for (unsigned g = 0; g < 8; g++)
-        c[g] = codes16_thr(_mm256_loadu_si256((const __m256i *)(p + g * 16)), &tt->code[cd[g] & 0x7f]);
-    _mm256_storeu_si256((__m256i *)pk, pack4_thr(c[0], c[1], c[2], c[3]));
-    _mm256_storeu_si256((__m256i *)(pk + 32), pack4_thr(c[4], c[5], c[6], c[7]));
+        nvfp4_thr_build_codes(tt, cd, ng);
+    /* four groups a step: with eight, their codes outgrew the 16 registers */
+    for (unsigned g0 = 0; g0 < ng; g0 += 4) {
+        __m256i c[4];
+#pragma GCC unroll 4
+        for (unsigned g = 0; g < 4; g++)
+            c[g] = codes16_thr(_mm256_loadu_si256((const __m256i *)(p + (g0 + g) * 16)),
+                               (const nvfp4_thr *)((const char *)tt->code + off[g0 + g]));
+        _mm256_storeu_si256((__m256i *)(pk + g0 * 8), pack4_thr(c[0], c[1], c[2], c[3]));
+    }
 }
 
-/* A row's last partial block goes through a zero-padded copy, so the main
- * loop has no per-group bounds. */
+/* A row's last partial block of eight goes through a zero-padded copy, so
+ * the chunks have no per-group bounds. */
 static T2 INL void row_256_thr(const uint16_t *w, uint64_t groups, __m256 gsv, nvfp4_thr_table *tt,
                                uint8_t *pk, uint8_t *sc)
 {
-    uint64_t g0 = 0;
-    for (; g0 + 8 <= groups; g0 += 8)
-        block8_thr(w + g0 * 16, gsv, tt, pk + g0 * 8, sc + g0);
+    uint64_t g0 = 0, whole = groups & ~(uint64_t)7;
+    for (; g0 < whole; g0 += THR_CHUNK_GROUPS) {
+        unsigned ng = whole - g0 < THR_CHUNK_GROUPS ? (unsigned)(whole - g0) : THR_CHUNK_GROUPS;
+        chunk_thr(w + g0 * 16, ng, gsv, tt, pk + g0 * 8, sc + g0);
+    }
+    g0 = whole;
     if (g0 < groups) {
         unsigned ng = (unsigned)(groups - g0);
         uint16_t in[8 * 16] = {0};
         uint8_t packed[64], scales[8];
         memcpy(in, w + g0 * 16, ng * 16 * sizeof *in);
-        block8_thr(in, gsv, tt, packed, scales);
+        chunk_thr(in, 8, gsv, tt, packed, scales);
         memcpy(pk + g0 * 8, packed, ng * 8);
         memcpy(sc + g0, scales, ng);
     }
@@ -448,8 +484,9 @@ static T2 int absmax_bf16_256(const uint16_t *p, uint64_t n, float *amax)
     __m256i acc = _mm256_setzero_si256();
     const __m256i mask = _mm256_set1_epi16(0x7fff);
     uint64_t i = 0;
-    for (; i + 16 <= n; i += 16)
+    for (; i + 16 <= n; i += 16) {
         acc = _mm256_max_epu16(acc, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + i)), mask));
+    }
     uint16_t m[16];
     _mm256_storeu_si256((__m256i *)m, acc);
     uint16_t best = 0;

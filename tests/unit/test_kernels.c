@@ -121,8 +121,10 @@ static void check_kernel(const char *name)
         return;
     }
     static const ff_dtype types[] = {FF_DT_BF16, FF_DT_F16, FF_DT_F32};
-    /* widths: one group, a partial vector block, several full blocks + tail */
-    static const uint64_t widths[] = {16, 48, 112, 256, 272, 5376};
+    /* widths: one group, a partial vector block, several full blocks + tail;
+     * 41 and 80 groups: the bf16 kernel's 24-group chunks, whole, short and
+     * followed by a partial block */
+    static const uint64_t widths[] = {16, 48, 112, 256, 272, 656, 1280, 5376};
     for (size_t ti = 0; ti < 3; ti++)
         for (int kind = -1; kind < 10; kind++)
             for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++)
