@@ -90,20 +90,24 @@ int shards_write(shard_set *s, size_t out, const void *buf, uint64_t n, ff_err *
     return rc;
 }
 
-int shards_write_part(const shard_set *s, size_t out, uint64_t at, const void *buf, uint64_t n, ff_err *e)
+int shards_place(const shard_set *s, size_t out, uint64_t at, uint64_t n, size_t *shard, uint64_t *off, ff_err *e)
 {
     if (at > s->outs[out].nbytes || n > s->outs[out].nbytes - at)
         return ff_fail(e, FF_EIO, "internal: tensor %s: bytes %llu..%llu past its %llu", s->outs[out].name,
                        (unsigned long long)at, (unsigned long long)(at + n),
                        (unsigned long long)s->outs[out].nbytes);
-    size_t k = s->out_shard[out];
-    return st_pwrite_all(s->fds[k], s->paths[k], buf, n, s->out_abs[out] + at, e);
-}
-
-void shards_place(const shard_set *s, size_t out, uint64_t at, size_t *shard, uint64_t *off)
-{
     *shard = s->out_shard[out];
     *off = s->out_abs[out] + at;
+    return FF_OK;
+}
+
+int shards_write_part(const shard_set *s, size_t out, uint64_t at, const void *buf, uint64_t n, ff_err *e)
+{
+    size_t k = 0;
+    uint64_t off = 0;   /* set when shards_place succeeds; compilers cannot see it */
+    if (shards_place(s, out, at, n, &k, &off, e))
+        return e->code;
+    return st_pwrite_all(s->fds[k], s->paths[k], buf, n, off, e);
 }
 
 int shards_pwritev(const shard_set *s, size_t k, uint64_t off, struct iovec *iov, int n, ff_err *e)

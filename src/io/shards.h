@@ -25,8 +25,9 @@ int shards_write(shard_set *s, size_t out, const void *buf, uint64_t n, ff_err *
 /* Bytes [at, at + n) of tensor out. Safe from several threads at once for
  * disjoint ranges: it leaves bytes_written to the caller. */
 int shards_write_part(const shard_set *s, size_t out, uint64_t at, const void *buf, uint64_t n, ff_err *e);
-/* Where byte `at` of tensor out lies: its shard and the file offset. */
-void shards_place(const shard_set *s, size_t out, uint64_t at, size_t *shard, uint64_t *off);
+/* Where bytes [at, at + n) of tensor out lie: their shard and file offset;
+ * FF_EIO when the range runs past the tensor (a bug of the caller's). */
+int shards_place(const shard_set *s, size_t out, uint64_t at, uint64_t n, size_t *shard, uint64_t *off, ff_err *e);
 /* Writes the n buffers back to back at off in shard k (one pwritev a run
  * of adjacent pieces). Safe from several threads for disjoint ranges. */
 int shards_pwritev(const shard_set *s, size_t k, uint64_t off, struct iovec *iov, int n, ff_err *e);

@@ -33,7 +33,7 @@ struct outq {
     piece *pieces;            /* 2 * nbufs: the writer's, sorted by place */
     struct iovec *iov;
     int writing;              /* a thread is writing; it drains pending before it stops */
-    int failed;
+    int failed;               /* and err: the first failure (under mu) */
     ff_err err;
 };
 
@@ -129,7 +129,7 @@ static size_t gather_run(outq *q, size_t from, size_t n, int *niov)
 }
 
 /* Outside the lock: only the writer touches batch, pieces and iov. */
-static void write_batch(outq *q, size_t nitems)
+static int write_batch(outq *q, size_t nitems, ff_err *e)
 {
     size_t n = 0;
     for (size_t i = 0; i < nitems; i++)
@@ -137,20 +137,27 @@ static void write_batch(outq *q, size_t nitems)
             if (q->batch[i].pc[k].len)
                 q->pieces[n++] = q->batch[i].pc[k];
     qsort(q->pieces, n, sizeof *q->pieces, by_place);
-    for (size_t i = 0; i < n && !q->failed;) {
+    for (size_t i = 0; i < n;) {
         int niov;
         size_t next = gather_run(q, i, n, &niov);
-        if (shards_pwritev(q->ss, q->pieces[i].shard, q->pieces[i].off, q->iov, niov, &q->err))
-            q->failed = 1;
+        if (shards_pwritev(q->ss, q->pieces[i].shard, q->pieces[i].off, q->iov, niov, e))
+            return e->code;
         i = next;
     }
+    return FF_OK;
 }
 
-static piece place(const outq *q, size_t out, uint64_t at, uint64_t len, const uint8_t *p)
+/* Under the lock: the first failure is the one reported. */
+static void record_failure(outq *q, const ff_err *e)
 {
-    piece pc = {.len = len, .p = p};
-    shards_place(q->ss, out, at, &pc.shard, &pc.off);
-    return pc;
+    if (!q->failed)
+        q->err = *e, q->failed = 1;
+}
+
+static int place(const outq *q, size_t out, uint64_t at, uint64_t len, const uint8_t *p, piece *pc, ff_err *e)
+{
+    *pc = (piece){.len = len, .p = p};
+    return shards_place(q->ss, out, at, len, &pc->shard, &pc->off, e);
 }
 
 static size_t buffer_index(const outq *q, int worker, const uint8_t *buf)
@@ -165,8 +172,14 @@ void outq_submit(outq *q, int worker, const uint8_t *buf, size_t out_a, uint64_t
                  size_t out_b, uint64_t at_b, uint64_t len_b)
 {
     qitem it = {.buf = buffer_index(q, worker, buf)};
-    it.pc[0] = place(q, out_a, at_a, len_a, buf);
-    it.pc[1] = place(q, out_b, at_b, len_b, buf + len_a);
+    ff_err e;
+    if (place(q, out_a, at_a, len_a, buf, &it.pc[0], &e) || place(q, out_b, at_b, len_b, buf + len_a, &it.pc[1], &e)) {
+        /* the buffer was never queued, so it stays free */
+        pthread_mutex_lock(&q->mu);
+        record_failure(q, &e);
+        pthread_mutex_unlock(&q->mu);
+        return;
+    }
     pthread_mutex_lock(&q->mu);
     q->queued[it.buf] = 1;
     q->pending[q->npending++] = it;
@@ -177,11 +190,14 @@ void outq_submit(outq *q, int worker, const uint8_t *buf, size_t out_a, uint64_t
     q->writing = 1;
     while (q->npending) {
         size_t n = q->npending;
+        int skip = q->failed;   /* after a failure the job is lost: no more writes */
         memcpy(q->batch, q->pending, n * sizeof *q->batch);
         q->npending = 0;
         pthread_mutex_unlock(&q->mu);
-        write_batch(q, n);
+        int rc = skip ? FF_OK : write_batch(q, n, &e);
         pthread_mutex_lock(&q->mu);
+        if (rc)
+            record_failure(q, &e);
         for (size_t i = 0; i < n; i++)
             q->queued[q->batch[i].buf] = 0;
         pthread_cond_broadcast(&q->freed);

@@ -115,12 +115,34 @@ static void test_failed_write_is_reported(void)
     shards_free(&ss);
 }
 
+/* Rows placed past their tensor (a caller's bug) are refused as the
+ * mutex path refused them, reported once, and their buffer stays free. */
+static void test_range_past_tensor_is_refused(void)
+{
+    shard_set ss;
+    st_out outs[3];
+    ff_err e = {0};
+    CHECK(open_set(&ss, outs, &e) == FF_OK);
+    outq *q = outq_create(&ss, 1);
+    CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
+    for (int t = 0; t < OUTQ_DEPTH + 2; t++) {
+        uint8_t *buf = outq_buffer(q, 0);
+        outq_submit(q, 0, buf, 0, (uint64_t)TASKS * ROW_A, ROW_A, 2, 0, ROW_B);
+    }
+    CHECK(outq_error(q, &e) == FF_EIO);
+    CHECK(strstr(e.msg, "internal: tensor a") && strstr(e.msg, "past its"));
+    CHECK(outq_error(q, &e) == FF_OK);
+    outq_free(q);
+    shards_free(&ss);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
         return 1;
     RUN(test_every_piece_lands_in_place);
     RUN(test_failed_write_is_reported);
+    RUN(test_range_past_tensor_is_refused);
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)
