@@ -405,12 +405,11 @@ static T2 INL void chunk_thr(const uint16_t *p, unsigned ng, __m256 gsv, nvfp4_t
 static T2 INL void row_256_thr(const uint16_t *w, uint64_t groups, __m256 gsv, nvfp4_thr_table *tt,
                                uint8_t *pk, uint8_t *sc)
 {
-    uint64_t g0 = 0, whole = groups & ~(uint64_t)7;
-    for (; g0 < whole; g0 += THR_CHUNK_GROUPS) {
-        unsigned ng = whole - g0 < THR_CHUNK_GROUPS ? (unsigned)(whole - g0) : THR_CHUNK_GROUPS;
-        chunk_thr(w + g0 * 16, ng, gsv, tt, pk + g0 * 8, sc + g0);
+    uint64_t g0 = groups & ~(uint64_t)7;   /* the partial block's first group */
+    for (uint64_t c0 = 0; c0 < g0; c0 += THR_CHUNK_GROUPS) {
+        unsigned ng = g0 - c0 < THR_CHUNK_GROUPS ? (unsigned)(g0 - c0) : THR_CHUNK_GROUPS;
+        chunk_thr(w + c0 * 16, ng, gsv, tt, pk + c0 * 8, sc + c0);
     }
-    g0 = whole;
     if (g0 < groups) {
         unsigned ng = (unsigned)(groups - g0);
         uint16_t in[8 * 16] = {0};
@@ -484,9 +483,8 @@ static T2 int absmax_bf16_256(const uint16_t *p, uint64_t n, float *amax)
     __m256i acc = _mm256_setzero_si256();
     const __m256i mask = _mm256_set1_epi16(0x7fff);
     uint64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
+    for (; i + 16 <= n; i += 16)
         acc = _mm256_max_epu16(acc, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + i)), mask));
-    }
     uint16_t m[16];
     _mm256_storeu_si256((__m256i *)m, acc);
     uint16_t best = 0;
