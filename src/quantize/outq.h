@@ -25,7 +25,8 @@ int outq_reserve(outq *q, uint64_t bytes);
 /* A free buffer of this worker, waiting while all of them are queued. */
 uint8_t *outq_buffer(outq *q, int worker);
 /* Queues buf (from outq_buffer) as tensor out_a's bytes [at_a, at_a + len_a)
- * followed in buf by out_b's [at_b, at_b + len_b); may write the queue. */
+ * followed in buf by out_b's [at_b, at_b + len_b); may write the queue. A
+ * range past its tensor is not queued: it is the error outq_error reports. */
 void outq_submit(outq *q, int worker, const uint8_t *buf, size_t out_a, uint64_t at_a, uint64_t len_a,
                  size_t out_b, uint64_t at_b, uint64_t len_b);
 /* The first write that failed since the last call (FF_OK: none). */
