@@ -37,11 +37,13 @@ int shards_open(shard_set *s, const st_out *outs, size_t n, uint64_t shard_size,
     if (!s->out_shard || !s->out_abs)
         return ff_fail(e, FF_EIO, "out of memory");
     s->nshards = assign(s, shard_size ? shard_size : UINT64_MAX);
+    s->shard_bytes = calloc(s->nshards, sizeof *s->shard_bytes);
+    s->landed = calloc(s->nshards, sizeof *s->landed);
     s->fds = malloc(s->nshards * sizeof *s->fds);
     s->names = calloc(s->nshards, sizeof *s->names);
     s->paths = calloc(s->nshards, sizeof *s->paths);
     st_out *tmp = malloc((n ? n : 1) * sizeof *tmp);
-    if (!s->fds || !s->names || !s->paths || !tmp) {
+    if (!s->fds || !s->names || !s->paths || !s->shard_bytes || !s->landed || !tmp) {
         free(tmp);
         return ff_fail(e, FF_EIO, "out of memory");
     }
@@ -68,14 +70,42 @@ int shards_open(shard_set *s, const st_out *outs, size_t n, uint64_t shard_size,
         memcpy(tmp, outs + first, (last - first) * sizeof *tmp);
         uint64_t data_off;
         rc = st_write_header(s->fds[k], s->paths[k], tmp, last - first, &data_off, e);
-        for (size_t i = first; i < last; i++)
+        s->shard_bytes[k] = data_off;
+        for (size_t i = first; i < last; i++) {
             s->out_abs[i] = data_off + tmp[i - first].offset;
-        if (!rc)
+            s->shard_bytes[k] += tmp[i - first].nbytes;
+        }
+        if (!rc) {
             s->bytes_written += data_off;
+            atomic_init(&s->landed[k], data_off);
+        }
         first = last;
     }
     free(tmp);
     return rc;
+}
+
+/* Bytes are counted as they land, for shards_close's check. */
+static int landed_write(const shard_set *s, size_t k, const void *buf, uint64_t n, uint64_t off, ff_err *e)
+{
+    int rc = st_pwrite_all(s->fds[k], s->paths[k], buf, n, off, e);
+    if (!rc)
+        atomic_fetch_add_explicit(&s->landed[k], n, memory_order_relaxed);
+    return rc;
+}
+
+int shards_reserve(shard_set *s, ff_err *e)
+{
+    for (size_t k = 0; k < s->nshards; k++) {
+        if (fallocate(s->fds[k], 0, 0, (off_t)s->shard_bytes[k]) == 0)
+            continue;
+        if (errno == EOPNOTSUPP || errno == ENOSYS)   /* such a file system just goes on */
+            continue;
+        return ff_fail(e, FF_EIO, "%s: cannot reserve its %llu bytes: %s", s->paths[k],
+                       (unsigned long long)s->shard_bytes[k], strerror(errno));
+    }
+    s->reserved = 1;
+    return FF_OK;
 }
 
 int shards_write(shard_set *s, size_t out, const void *buf, uint64_t n, ff_err *e)
@@ -83,8 +113,7 @@ int shards_write(shard_set *s, size_t out, const void *buf, uint64_t n, ff_err *
     if (n != s->outs[out].nbytes)
         return ff_fail(e, FF_EIO, "internal: tensor %s got %llu bytes, header says %llu", s->outs[out].name,
                        (unsigned long long)n, (unsigned long long)s->outs[out].nbytes);
-    size_t k = s->out_shard[out];
-    int rc = st_pwrite_all(s->fds[k], s->paths[k], buf, n, s->out_abs[out], e);
+    int rc = landed_write(s, s->out_shard[out], buf, n, s->out_abs[out], e);
     if (!rc)
         s->bytes_written += n;
     return rc;
@@ -107,12 +136,33 @@ int shards_write_part(const shard_set *s, size_t out, uint64_t at, const void *b
     uint64_t off = 0;   /* set when shards_place succeeds; compilers cannot see it */
     if (shards_place(s, out, at, n, &k, &off, e))
         return e->code;
-    return st_pwrite_all(s->fds[k], s->paths[k], buf, n, off, e);
+    return landed_write(s, k, buf, n, off, e);
+}
+
+int shards_pwrite(const shard_set *s, size_t k, uint64_t off, const void *buf, uint64_t n, ff_err *e)
+{
+    return landed_write(s, k, buf, n, off, e);
 }
 
 int shards_pwritev(const shard_set *s, size_t k, uint64_t off, struct iovec *iov, int n, ff_err *e)
 {
-    return st_pwritev_all(s->fds[k], s->paths[k], iov, n, off, e);
+    int rc = st_pwritev_all(s->fds[k], s->paths[k], iov, n, off, e);
+    for (int i = 0; !rc && i < n; i++)
+        atomic_fetch_add_explicit(&s->landed[k], iov[i].iov_len, memory_order_relaxed);
+    return rc;
+}
+
+/* A reserved shard is its full size whatever was written: one with bytes
+ * missing is refused here, as a short file would be by any loader. */
+static int check_landed(const shard_set *s, ff_err *e)
+{
+    for (size_t k = 0; s->reserved && k < s->nshards; k++) {
+        uint64_t got = atomic_load(&s->landed[k]);
+        if (got != s->shard_bytes[k])
+            return ff_fail(e, FF_EIO, "internal: %s: %llu bytes written of its %llu", s->paths[k],
+                           (unsigned long long)got, (unsigned long long)s->shard_bytes[k]);
+    }
+    return FF_OK;
 }
 
 static int write_index(shard_set *s, const char *dir, ff_err *e)
@@ -132,7 +182,7 @@ static int write_index(shard_set *s, const char *dir, ff_err *e)
 
 int shards_close(shard_set *s, const char *dir, ff_err *e)
 {
-    int rc = FF_OK;
+    int rc = check_landed(s, e);
     for (size_t k = 0; k < s->nshards; k++) {
         if (s->fds[k] >= 0 && close(s->fds[k]) != 0 && rc == FF_OK)
             rc = ff_fail(e, FF_EIO, "%s: close failed: %s", s->paths[k], strerror(errno));
@@ -158,5 +208,7 @@ void shards_free(shard_set *s)
     free(s->paths);
     free(s->out_shard);
     free(s->out_abs);
+    free(s->shard_bytes);
+    free(s->landed);
     memset(s, 0, sizeof *s);
 }

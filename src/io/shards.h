@@ -4,6 +4,8 @@
 #ifndef FF_SHARDS_H
 #define FF_SHARDS_H
 
+#include <stdatomic.h>
+
 #include "safetensors.h"
 
 typedef struct shard_set {
@@ -17,10 +19,20 @@ typedef struct shard_set {
     uint64_t *out_abs;      /* absolute file offset of each tensor's data */
     uint64_t bytes_written;
     uint64_t total_size;    /* tensor bytes, for the index's metadata */
+    uint64_t *shard_bytes;  /* each file's size: header and data */
+    atomic_uint_fast64_t *landed;   /* bytes written to each file so far */
+    int reserved;           /* shards_reserve: every byte must be written by close */
 } shard_set;
 
 int shards_open(shard_set *s, const st_out *outs, size_t n, uint64_t shard_size, const char *dir,
                 ff_err *e);
+/* Allocates every shard's blocks before any tensor is written, for a caller
+ * that writes every byte: a full disk is refused at once instead of after
+ * minutes of work, and ext4 takes buffered writes into allocated extents with
+ * less work per block than delayed allocation. The file is its full size
+ * from here on, so shards_close then checks that every byte was written (a
+ * lost piece would otherwise read as zeros). */
+int shards_reserve(shard_set *s, ff_err *e);
 int shards_write(shard_set *s, size_t out, const void *buf, uint64_t n, ff_err *e);
 /* Bytes [at, at + n) of tensor out. Safe from several threads at once for
  * disjoint ranges: it leaves bytes_written to the caller. */
@@ -31,6 +43,8 @@ int shards_place(const shard_set *s, size_t out, uint64_t at, uint64_t n, size_t
 /* Writes the n buffers back to back at off in shard k (one pwritev a run
  * of adjacent pieces). Safe from several threads for disjoint ranges. */
 int shards_pwritev(const shard_set *s, size_t k, uint64_t off, struct iovec *iov, int n, ff_err *e);
+/* n bytes at off in shard k (a caller that combines small tensors itself). */
+int shards_pwrite(const shard_set *s, size_t k, uint64_t off, const void *buf, uint64_t n, ff_err *e);
 int shards_close(shard_set *s, const char *dir, ff_err *e);
 void shards_free(shard_set *s);
 

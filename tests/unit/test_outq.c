@@ -3,6 +3,7 @@
  * back to the caller as one error naming the file. */
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -136,6 +137,66 @@ static void test_range_past_tensor_is_refused(void)
     shards_free(&ss);
 }
 
+/* The queue's run of test_every_piece_lands_in_place, then tensor b unless
+ * the caller leaves it out. */
+static void write_all(shard_set *ss, int skip_b)
+{
+    outq *q = outq_create(ss, WORKERS);
+    CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
+    pthread_t th[WORKERS];
+    run r[WORKERS];
+    for (int w = 0; w < WORKERS; w++) {
+        r[w] = (run){q, w};
+        pthread_create(&th[w], NULL, worker_main, &r[w]);
+    }
+    for (int w = 0; w < WORKERS; w++)
+        pthread_join(th[w], NULL);
+    ff_err e = {0};
+    CHECK(outq_error(q, &e) == FF_OK);
+    outq_free(q);
+    uint8_t b[8] = {0};
+    if (!skip_b)
+        CHECK(shards_write(ss, 1, b, sizeof b, &e) == FF_OK);
+}
+
+static long long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+/* Reserved shards are their full size before anything is written, and
+ * close when every byte has landed. */
+static void test_reserved_shards_close_when_complete(void)
+{
+    shard_set ss;
+    st_out outs[3];
+    ff_err e = {0};
+    CHECK(open_set(&ss, outs, &e) == FF_OK);
+    CHECK(shards_reserve(&ss, &e) == FF_OK);
+    for (size_t k = 0; k < ss.nshards; k++)
+        CHECK(file_size(ss.paths[k]) == (long long)ss.shard_bytes[k]);
+    write_all(&ss, 0);
+    CHECK(shards_close(&ss, dir, &e) == FF_OK);
+    CHECK(bytes_match(&ss, 0) && bytes_match(&ss, 2));
+    shards_free(&ss);
+}
+
+/* A reserved shard reads as zeros where nothing was written, so a tensor
+ * never written is refused at close, naming the file. */
+static void test_reserved_shard_missing_bytes_is_refused(void)
+{
+    shard_set ss;
+    st_out outs[3];
+    ff_err e = {0};
+    CHECK(open_set(&ss, outs, &e) == FF_OK);
+    CHECK(shards_reserve(&ss, &e) == FF_OK);
+    write_all(&ss, 1);
+    CHECK(shards_close(&ss, dir, &e) == FF_EIO);
+    CHECK(strstr(e.msg, ss.paths[0]) && strstr(e.msg, "bytes written of its"));
+    shards_free(&ss);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -143,6 +204,8 @@ int main(void)
     RUN(test_every_piece_lands_in_place);
     RUN(test_failed_write_is_reported);
     RUN(test_range_past_tensor_is_refused);
+    RUN(test_reserved_shards_close_when_complete);
+    RUN(test_reserved_shard_missing_bytes_is_refused);
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)
