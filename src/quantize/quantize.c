@@ -686,11 +686,23 @@ typedef struct keep_job {
     int64_t *first_bad;       /* per chunk: its first non-finite element, or -1 */
 } keep_job;
 
+/* bf16 (nearly every kept tensor) takes the quantizer's vector amax, which
+ * stops at the same first NaN or Inf: the 64-bit check it replaces ran at
+ * ~6 GB/s a core, 3.5-5% of a 2-thread job's samples. */
+static int64_t kept_first_nonfinite(ff_dtype t, const uint8_t *p, uint64_t n)
+{
+    float amax;
+    uint64_t bad;
+    if (t != FF_DT_BF16 || ((uintptr_t)p & 1))
+        return ff_first_nonfinite(t, p, n);
+    return nvfp4_absmax_fast(p, t, n, &amax, &bad) ? (int64_t)bad : -1;
+}
+
 static void keep_chunk_task(void *ctx, size_t t, int worker)
 {
     keep_job *k = ctx;
     uint64_t at = t * KEEP_CHUNK, n = k->bytes - at < KEEP_CHUNK ? k->bytes - at : KEEP_CHUNK;
-    int64_t bad = ff_first_nonfinite(k->dtype, k->src + at, n / k->esz);
+    int64_t bad = kept_first_nonfinite(k->dtype, k->src + at, n / k->esz);
     k->first_bad[t] = bad < 0 ? -1 : (int64_t)(at / k->esz) + bad;
     worker_slot *w = &k->slots[worker];
     pthread_mutex_lock(k->write_mu);
@@ -706,7 +718,7 @@ static void keep_chunk_task(void *ctx, size_t t, int worker)
 static int64_t keep_check_write(keep_job *k, ff_pool *pool, io_state *io, shard_set *ss, int *rc, ff_err *e)
 {
     if (k->bytes < 2 * KEEP_CHUNK) {
-        int64_t bad = ff_first_nonfinite(k->dtype, k->src, k->bytes / k->esz);
+        int64_t bad = kept_first_nonfinite(k->dtype, k->src, k->bytes / k->esz);
         if (bad < 0)
             *rc = out_write(&io->wc, ss, k->out, k->src, k->bytes, e);
         return bad;

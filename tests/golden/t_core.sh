@@ -86,6 +86,25 @@ for v in truncated header-lies overlap bad-json nan-weight nan-kept numel-overfl
 done
 grep -q "tensor $nanq: element 1 is NaN" "$W/bad-nan-weight.out" && pass nan_names_tensor || fail nan_names_tensor
 grep -q "tensor $nankept: element 2 is NaN or infinite" "$W/bad-nan-kept.out" && pass nan_in_kept_tensor_names_it || fail nan_in_kept_tensor_names_it
+# a kept tensor of several 4 MB chunks (checked in parallel): the first
+# non-finite element is named, an Inf in chunk 2 before a NaN in chunk 3
+$FF synth --layers 1 --hidden 1024 --intermediate 128 --heads 2 --kv-heads 1 --head-dim 32 --vocab 8192 \
+    "$W/bigkept" > /dev/null
+python3 - "$W/bigkept/model.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]
+with open(p, "r+b") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    t = json.loads(f.read(n))["model.language_model.embed_tokens.weight"]
+    for elem, bits in ((5000001, 0x7f80), (7000000, 0x7fc1)):
+        f.seek(8 + n + t["data_offsets"][0] + 2 * elem)
+        f.write(struct.pack("<H", bits))
+PY
+$FF quantize --quiet "$W/bigkept" "$W/bigkept-out" > "$W/bigkept.out" 2>&1; rc=$?
+if [ $rc -ne 0 ] && [ "$(wc -l < "$W/bigkept.out")" -eq 1 ] && [ ! -e "$W/bigkept-out" ] &&
+   grep -q "embed_tokens.weight: element 5000001 is NaN or infinite" "$W/bigkept.out"; then
+    pass inf_in_chunked_kept_tensor_names_first "$(cut -c1-150 "$W/bigkept.out")"
+else fail inf_in_chunked_kept_tensor_names_first "rc=$rc: $(head -2 "$W/bigkept.out")"; fi
 grep -q "overflow a 64-bit byte count" "$W/bad-numel-overflow.out" && pass numel_overflow_refused || fail numel_overflow_refused
 grep -q "overlaps tensor" "$W/bad-overlap-empty.out" && pass overlap_hidden_by_empty_refused || fail overlap_hidden_by_empty_refused
 # verify flags a NaN planted in a kept tensor of a finished output
