@@ -432,6 +432,60 @@ static T2 void rows_256_thr(const void *w, uint64_t c, uint64_t r0, uint64_t n, 
         row_256_thr((const uint16_t *)w + (r0 + r) * c, groups, gsv, &tt, p + r * (c / 2), s + r * groups);
 }
 
+/* Max of |x| bits over n (a multiple of 16) side elements, asking for them
+ * a page ahead as the kernel asks for its own. */
+static T2 INL __m256i side_max_256(const uint16_t *p, uint64_t n, __m256i acc)
+{
+    for (uint64_t i = 0; i < n; i += 32)
+        _mm_prefetch((const char *)((uintptr_t)(p + i) + PREFETCH_AHEAD), _MM_HINT_T0);
+    for (uint64_t i = 0; i < n; i += 16)
+        acc = _mm256_max_epu16(acc, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + i)),
+                                                      _mm256_set1_epi16(0x7fff)));
+    return acc;
+}
+
+static uint16_t side_tail(const uint16_t *p, uint64_t n, uint16_t best)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint16_t a = p[i] & 0x7fff;
+        best = a > best ? a : best;
+    }
+    return best;
+}
+
+/* rows_256_thr with a slice of the side after each chunk, sized so the
+ * side ends with the rows; what is left over (rounding) comes last. */
+static T2 void rows_256_thr_side(const uint16_t *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
+                                 uint8_t *s, nvfp4_side *side)
+{
+    uint64_t groups = c / NVFP4_GROUP, full = groups & ~(uint64_t)7;
+    uint64_t chunks = n * ((full + THR_CHUNK_GROUPS - 1) / THR_CHUNK_GROUPS);
+    uint64_t step = chunks ? (side->n / chunks + 15) & ~(uint64_t)15 : 0, at = 0;
+    __m256 gsv = _mm256_set1_ps(gs);
+    __m256i acc = _mm256_setzero_si256();
+    nvfp4_thr_table tt;
+    nvfp4_thr_init(&tt, gs);
+    for (uint64_t r = 0; r < n; r++) {
+        const uint16_t *row = w + (r0 + r) * c;
+        uint8_t *pk = p + r * (c / 2), *sc = s + r * groups;
+        for (uint64_t c0 = 0; c0 < full; c0 += THR_CHUNK_GROUPS) {
+            unsigned ng = full - c0 < THR_CHUNK_GROUPS ? (unsigned)(full - c0) : THR_CHUNK_GROUPS;
+            chunk_thr(row + c0 * 16, ng, gsv, &tt, pk + c0 * 8, sc + c0);
+            uint64_t take = side->n - at < step ? (side->n - at) & ~(uint64_t)15 : step;
+            acc = side_max_256(side->p + at, take, acc);
+            at += take;
+        }
+        if (full < groups)
+            row_256_thr(row + full * 16, groups - full, gsv, &tt, pk + full * 8, sc + full);
+    }
+    uint64_t rest = (side->n - at) & ~(uint64_t)15;
+    acc = side_max_256(side->p + at, rest, acc);
+    at += rest;
+    uint16_t m[16];
+    _mm256_storeu_si256((__m256i *)m, acc);
+    side->max = side_tail(m, 16, side_tail(side->p + at, side->n - at, 0));
+}
+
 static T2 void rows_256_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
                           float gs, uint8_t *packed, uint8_t *scales)
 {
@@ -500,6 +554,26 @@ static T2 int absmax_bf16_256(const uint16_t *p, uint64_t n, float *amax)
     return 0;
 }
 #endif
+
+int nvfp4_side_ok(nvfp4_rows_fn k)
+{
+#if defined(__x86_64__)
+    return k == nvfp4_quantize_rows_avx2 || k == nvfp4_quantize_rows_avx512;
+#else
+    (void)k;
+    return 0;
+#endif
+}
+
+void nvfp4_quantize_rows_side(const void *w, uint64_t cols, uint64_t row0, uint64_t nrows, float gs,
+                              uint8_t *packed, uint8_t *scales, nvfp4_side *side)
+{
+#if defined(__x86_64__)
+    rows_256_thr_side(w, cols, row0, nrows, gs, packed, scales, side);
+#else
+    (void)w, (void)cols, (void)row0, (void)nrows, (void)gs, (void)packed, (void)scales, (void)side;
+#endif
+}
 
 int nvfp4_absmax_fast(const void *data, ff_dtype t, uint64_t n, float *amax, uint64_t *bad)
 {

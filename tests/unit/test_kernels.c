@@ -230,6 +230,48 @@ static void absmax_fast_reports_nan(void)
     CHECK(nvfp4_absmax_fast(w, FF_DT_BF16, 100, &a, &bad) == 0 && a == 2.0f);
 }
 
+/* The kernel that reads another tensor along (nvfp4_quantize_rows_side)
+ * gives the scalar kernel's bytes, and the side's max |x| bits whatever
+ * its length against the rows' (none, less than a vector, more than the
+ * rows, a NaN or Inf among them). */
+static void side_kernel_matches(void)
+{
+    if (!nvfp4_side_ok(nvfp4_kernel_by_name("avx2"))) {
+        printf("SKIP side_kernel_matches (no side path on this CPU)\n");
+        return;
+    }
+    static const uint64_t widths[] = {16, 112, 656, 1280, 5376}, rowss[] = {1, 6, 64};
+    static const uint64_t sides[] = {0, 7, 16, 100, 4099, 100000};
+    for (size_t wi = 0; wi < 5; wi++)
+        for (size_t ri = 0; ri < 3; ri++)
+            for (size_t si = 0; si < 6; si++) {
+                uint64_t cols = widths[wi], rows = rowss[ri], n = rows * cols, sn = sides[si];
+                uint16_t *w = malloc(n * 2), *side = malloc((sn ? sn : 1) * 2);
+                for (size_t g = 0; g < n / NVFP4_GROUP; g++)
+                    fill_group(w, FF_DT_BF16, g * NVFP4_GROUP, (int)(next_u32() % 10));
+                uint16_t want = 0;
+                for (uint64_t i = 0; i < sn; i++) {
+                    side[i] = (uint16_t)next_u32();
+                    if (si % 2 == 0 && (side[i] & 0x7f80) == 0x7f80)
+                        side[i] &= 0xbfff;   /* even cases finite, odd ones as drawn */
+                    uint16_t a = side[i] & 0x7fff;
+                    want = a > want ? a : want;
+                }
+                float amax, gs;
+                uint64_t bad;
+                gs = nvfp4_absmax(w, FF_DT_BF16, n, &amax, &bad) ? 1.0f : nvfp4_global_scale(amax, FF_DT_BF16);
+                uint8_t *p0 = malloc(n / 2), *s0 = malloc(n / 16), *p1 = malloc(n / 2), *s1 = malloc(n / 16);
+                nvfp4_quantize_rows_scalar(w, FF_DT_BF16, cols, 0, rows, gs, p0, s0);
+                uint64_t half = rows / 2;
+                nvfp4_side a = {.p = side, .n = sn / 3}, b = {.p = side + sn / 3, .n = sn - sn / 3};
+                nvfp4_quantize_rows_side(w, cols, 0, half, gs, p1, s1, &a);
+                nvfp4_quantize_rows_side(w, cols, half, rows - half, gs, p1 + half * cols / 2, s1 + half * cols / 16, &b);
+                CHECK(memcmp(p0, p1, n / 2) == 0 && memcmp(s0, s1, n / 16) == 0);
+                CHECK((a.max > b.max ? a.max : b.max) == want);
+                free(w), free(side), free(p0), free(s0), free(p1), free(s1);
+            }
+}
+
 int main(void)
 {
     RUN(kernel_best_is_known);
@@ -237,5 +279,6 @@ int main(void)
     RUN(kernel_avx2);
     RUN(kernel_avx512);
     RUN(absmax_fast_reports_nan);
+    RUN(side_kernel_matches);
     return UNIT_END();
 }
