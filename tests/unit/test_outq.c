@@ -68,30 +68,6 @@ static int bytes_match(const shard_set *ss, size_t out)
     return ok;
 }
 
-static void test_every_piece_lands_in_place(void)
-{
-    shard_set ss;
-    st_out outs[3];
-    ff_err e = {0};
-    CHECK(open_set(&ss, outs, &e) == FF_OK);
-    CHECK_EQ_INT(ss.nshards, 2);
-    outq *q = outq_create(&ss, WORKERS);
-    CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
-    pthread_t th[WORKERS];
-    run r[WORKERS];
-    for (int w = 0; w < WORKERS; w++) {
-        r[w] = (run){q, w};
-        pthread_create(&th[w], NULL, worker_main, &r[w]);
-    }
-    for (int w = 0; w < WORKERS; w++)
-        pthread_join(th[w], NULL);
-    CHECK(outq_error(q, &e) == FF_OK);
-    CHECK(bytes_match(&ss, 0));
-    CHECK(bytes_match(&ss, 2));
-    outq_free(q);
-    shards_free(&ss);
-}
-
 /* A shard whose descriptor cannot be written: the error names the file,
  * is reported once, and the buffers still come back to their thread. */
 static void test_failed_write_is_reported(void)
@@ -137,8 +113,8 @@ static void test_range_past_tensor_is_refused(void)
     shards_free(&ss);
 }
 
-/* The queue's run of test_every_piece_lands_in_place, then tensor b unless
- * the caller leaves it out. */
+/* Tensors a and c through the queue, tasks interleaved over WORKERS
+ * threads, then tensor b unless the caller leaves it out. */
 static void write_all(shard_set *ss, int skip_b)
 {
     outq *q = outq_create(ss, WORKERS);
@@ -157,6 +133,19 @@ static void write_all(shard_set *ss, int skip_b)
     uint8_t b[8] = {0};
     if (!skip_b)
         CHECK(shards_write(ss, 1, b, sizeof b, &e) == FF_OK);
+}
+
+static void test_every_piece_lands_in_place(void)
+{
+    shard_set ss;
+    st_out outs[3];
+    ff_err e = {0};
+    CHECK(open_set(&ss, outs, &e) == FF_OK);
+    CHECK_EQ_INT(ss.nshards, 2);
+    write_all(&ss, 1);
+    CHECK(bytes_match(&ss, 0));
+    CHECK(bytes_match(&ss, 2));
+    shards_free(&ss);
 }
 
 static long long file_size(const char *path)
