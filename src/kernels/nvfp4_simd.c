@@ -150,7 +150,7 @@ static T5 void rows_512_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row
 }
 
 static T2 void rows_256_thr(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
-                            uint8_t *s);
+                            uint8_t *s, nvfp4_side *side);
 
 /* bf16 takes the AVX2 threshold kernel here too: with no division left it
  * is faster than this one on both AMD and Intel (bench/kernels.c, 2026-12-04
@@ -159,7 +159,7 @@ void nvfp4_quantize_rows_avx512(const void *w, ff_dtype t, uint64_t cols, uint64
                                 uint64_t nrows, float gs, uint8_t *packed, uint8_t *scales)
 {
     if (t == FF_DT_BF16)
-        rows_256_thr(w, cols, row0, nrows, gs, packed, scales);
+        rows_256_thr(w, cols, row0, nrows, gs, packed, scales, NULL);
     else
         rows_512_t(w, t, cols, row0, nrows, gs, packed, scales);
 }
@@ -400,38 +400,6 @@ static T2 INL void chunk_thr(const uint16_t *p, unsigned ng, __m256 gsv, nvfp4_t
     }
 }
 
-/* A row's last partial block of eight goes through a zero-padded copy, so
- * the chunks have no per-group bounds. */
-static T2 INL void row_256_thr(const uint16_t *w, uint64_t groups, __m256 gsv, nvfp4_thr_table *tt,
-                               uint8_t *pk, uint8_t *sc)
-{
-    uint64_t g0 = groups & ~(uint64_t)7;   /* the partial block's first group */
-    for (uint64_t c0 = 0; c0 < g0; c0 += THR_CHUNK_GROUPS) {
-        unsigned ng = g0 - c0 < THR_CHUNK_GROUPS ? (unsigned)(g0 - c0) : THR_CHUNK_GROUPS;
-        chunk_thr(w + c0 * 16, ng, gsv, tt, pk + c0 * 8, sc + c0);
-    }
-    if (g0 < groups) {
-        unsigned ng = (unsigned)(groups - g0);
-        uint16_t in[8 * 16] = {0};
-        uint8_t packed[64], scales[8];
-        memcpy(in, w + g0 * 16, ng * 16 * sizeof *in);
-        chunk_thr(in, 8, gsv, tt, packed, scales);
-        memcpy(pk + g0 * 8, packed, ng * 8);
-        memcpy(sc + g0, scales, ng);
-    }
-}
-
-static T2 void rows_256_thr(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
-                            uint8_t *s)
-{
-    uint64_t groups = c / NVFP4_GROUP;
-    __m256 gsv = _mm256_set1_ps(gs);
-    nvfp4_thr_table tt;
-    nvfp4_thr_init(&tt, gs);
-    for (uint64_t r = 0; r < n; r++)
-        row_256_thr((const uint16_t *)w + (r0 + r) * c, groups, gsv, &tt, p + r * (c / 2), s + r * groups);
-}
-
 /* Max of |x| bits over n (a multiple of 16) side elements, asking for them
  * a page ahead as the kernel asks for its own. */
 static T2 INL __m256i side_max_256(const uint16_t *p, uint64_t n, __m256i acc)
@@ -453,37 +421,74 @@ static uint16_t side_tail(const uint16_t *p, uint64_t n, uint16_t best)
     return best;
 }
 
-/* rows_256_thr with a slice of the side after each chunk, sized so the
- * side ends with the rows; what is left over (rounding) comes last. */
-static T2 void rows_256_thr_side(const uint16_t *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
-                                 uint8_t *s, nvfp4_side *side)
+/* Where the kernel is in the side: a slice of `step` elements after each
+ * whole chunk, sized so the side ends with the rows; what rounding leaves
+ * is read at the end. */
+typedef struct side_cursor {
+    nvfp4_side *side;
+    uint64_t at, step;
+    __m256i acc;
+} side_cursor;
+
+static T2 INL void side_step(side_cursor *cur)
 {
-    uint64_t groups = c / NVFP4_GROUP, full = groups & ~(uint64_t)7;
-    uint64_t chunks = n * ((full + THR_CHUNK_GROUPS - 1) / THR_CHUNK_GROUPS);
-    uint64_t step = chunks ? (side->n / chunks + 15) & ~(uint64_t)15 : 0, at = 0;
-    __m256 gsv = _mm256_set1_ps(gs);
-    __m256i acc = _mm256_setzero_si256();
-    nvfp4_thr_table tt;
-    nvfp4_thr_init(&tt, gs);
-    for (uint64_t r = 0; r < n; r++) {
-        const uint16_t *row = w + (r0 + r) * c;
-        uint8_t *pk = p + r * (c / 2), *sc = s + r * groups;
-        for (uint64_t c0 = 0; c0 < full; c0 += THR_CHUNK_GROUPS) {
-            unsigned ng = full - c0 < THR_CHUNK_GROUPS ? (unsigned)(full - c0) : THR_CHUNK_GROUPS;
-            chunk_thr(row + c0 * 16, ng, gsv, &tt, pk + c0 * 8, sc + c0);
-            uint64_t take = side->n - at < step ? (side->n - at) & ~(uint64_t)15 : step;
-            acc = side_max_256(side->p + at, take, acc);
-            at += take;
-        }
-        if (full < groups)
-            row_256_thr(row + full * 16, groups - full, gsv, &tt, pk + full * 8, sc + full);
-    }
-    uint64_t rest = (side->n - at) & ~(uint64_t)15;
-    acc = side_max_256(side->p + at, rest, acc);
-    at += rest;
+    const nvfp4_side *sd = cur->side;
+    uint64_t take = sd->n - cur->at < cur->step ? (sd->n - cur->at) & ~(uint64_t)15 : cur->step;
+    cur->acc = side_max_256(sd->p + cur->at, take, cur->acc);
+    cur->at += take;
+}
+
+static T2 void side_finish(side_cursor *cur)
+{
+    nvfp4_side *sd = cur->side;
+    uint64_t rest = (sd->n - cur->at) & ~(uint64_t)15;
+    __m256i acc = side_max_256(sd->p + cur->at, rest, cur->acc);
     uint16_t m[16];
     _mm256_storeu_si256((__m256i *)m, acc);
-    side->max = side_tail(m, 16, side_tail(side->p + at, side->n - at, 0));
+    sd->max = side_tail(m, 16, side_tail(sd->p + cur->at + rest, sd->n - cur->at - rest, 0));
+}
+
+/* A row's last partial block of eight goes through a zero-padded copy, so
+ * the chunks have no per-group bounds. cur (or NULL): a side read along. */
+static T2 INL void row_256_thr(const uint16_t *w, uint64_t groups, __m256 gsv, nvfp4_thr_table *tt,
+                               uint8_t *pk, uint8_t *sc, side_cursor *cur)
+{
+    uint64_t g0 = groups & ~(uint64_t)7;   /* the partial block's first group */
+    for (uint64_t c0 = 0; c0 < g0; c0 += THR_CHUNK_GROUPS) {
+        unsigned ng = g0 - c0 < THR_CHUNK_GROUPS ? (unsigned)(g0 - c0) : THR_CHUNK_GROUPS;
+        chunk_thr(w + c0 * 16, ng, gsv, tt, pk + c0 * 8, sc + c0);
+        if (cur)
+            side_step(cur);
+    }
+    if (g0 < groups) {
+        unsigned ng = (unsigned)(groups - g0);
+        uint16_t in[8 * 16] = {0};
+        uint8_t packed[64], scales[8];
+        memcpy(in, w + g0 * 16, ng * 16 * sizeof *in);
+        chunk_thr(in, 8, gsv, tt, packed, scales);
+        memcpy(pk + g0 * 8, packed, ng * 8);
+        memcpy(sc + g0, scales, ng);
+    }
+}
+
+/* side (or NULL): another tensor's elements, their max |x| to side->max. */
+static T2 void rows_256_thr(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
+                            uint8_t *s, nvfp4_side *side)
+{
+    uint64_t groups = c / NVFP4_GROUP;
+    __m256 gsv = _mm256_set1_ps(gs);
+    nvfp4_thr_table tt;
+    nvfp4_thr_init(&tt, gs);
+    side_cursor cur = {.side = side, .acc = _mm256_setzero_si256()};
+    if (side) {
+        uint64_t chunks = n * (((groups & ~(uint64_t)7) + THR_CHUNK_GROUPS - 1) / THR_CHUNK_GROUPS);
+        cur.step = chunks ? (side->n / chunks + 15) & ~(uint64_t)15 : 0;
+    }
+    for (uint64_t r = 0; r < n; r++)
+        row_256_thr((const uint16_t *)w + (r0 + r) * c, groups, gsv, &tt, p + r * (c / 2), s + r * groups,
+                    side ? &cur : NULL);
+    if (side)
+        side_finish(&cur);
 }
 
 static T2 void rows_256_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
@@ -499,7 +504,7 @@ void nvfp4_quantize_rows_avx2(const void *w, ff_dtype t, uint64_t cols, uint64_t
                               uint64_t nrows, float gs, uint8_t *packed, uint8_t *scales)
 {
     if (t == FF_DT_BF16)
-        rows_256_thr(w, cols, row0, nrows, gs, packed, scales);
+        rows_256_thr(w, cols, row0, nrows, gs, packed, scales, NULL);
     else
         rows_256_t(w, t, cols, row0, nrows, gs, packed, scales);
 }
@@ -569,7 +574,7 @@ void nvfp4_quantize_rows_side(const void *w, uint64_t cols, uint64_t row0, uint6
                               uint8_t *packed, uint8_t *scales, nvfp4_side *side)
 {
 #if defined(__x86_64__)
-    rows_256_thr_side(w, cols, row0, nrows, gs, packed, scales, side);
+    rows_256_thr(w, cols, row0, nrows, gs, packed, scales, side);
 #else
     (void)w, (void)cols, (void)row0, (void)nrows, (void)gs, (void)packed, (void)scales, (void)side;
 #endif
