@@ -225,14 +225,9 @@ static int write_tensors(const synth_list *l, shard_set *ss, ff_pool *pool, uint
 /* Extends each shard to its full size without writing: a hole reads as zeros. */
 static int size_sparse(shard_set *ss, ff_err *e)
 {
-    for (size_t k = 0; k < ss->nshards; k++) {
-        uint64_t end = 0;
-        for (size_t i = 0; i < ss->nouts; i++)
-            if (ss->out_shard[i] == k && ss->out_abs[i] + ss->outs[i].nbytes > end)
-                end = ss->out_abs[i] + ss->outs[i].nbytes;
-        if (ftruncate(ss->fds[k], (off_t)end) != 0)
+    for (size_t k = 0; k < ss->nshards; k++)
+        if (ftruncate(ss->fds[k], (off_t)ss->shard_bytes[k]) != 0)
             return ff_fail(e, FF_EIO, "%s: cannot size: %s", ss->paths[k], strerror(errno));
-    }
     return FF_OK;
 }
 

@@ -998,7 +998,7 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
     for (size_t i = 0; i < p->nitems && rc == FF_OK; i++) {
         const plan_item *it = &p->items[i];
         /* through the next unit at least: it may be read along with this one */
-        size_t must = next_unit_item(p, i) < p->nitems ? next_unit_item(p, i) : i + 1;
+        size_t ni = next_unit_item(p, i), must = ni < p->nitems ? ni : i + 1;
         for (; ra_next < p->nitems && (ra_next <= must || ra_bytes < READAHEAD_BYTES); ra_next++) {
             span_item(&ahead, c, p, &p->items[ra_next]);
             ra_bytes += item_bytes(p, &p->items[ra_next]);
