@@ -18,6 +18,7 @@
 #include "nvfp4.h"
 #include "nvfp4_mse.h"
 #include "nvfp4_simd.h"
+#include "prefetch.h"
 #include "progress.h"
 #include "qconfig.h"
 /* qconfig.c: qconfig_apply with weights.observer set (NULL: memoryless_minmax) */
@@ -458,50 +459,22 @@ static void free_job(unit_job *j)
         obs_free(j);
 }
 
-/* madvise over coalesced file ranges. Consecutive items are nearly always
- * adjacent in the file, so one call covers many small tensors (the 11,520
- * tiny experts made 24k calls before). DONTNEED drops our mapping of bytes
- * already consumed, so RSS stays flat however large the model (the page
- * cache keeps them); WILLNEED starts the kernel's read-ahead early. */
+/* Coalesced file ranges. Consecutive items are nearly always adjacent in
+ * the file, so one call covers many small tensors (the 11,520 tiny experts
+ * made 24k calls before). DONTNEED drops our mapping of bytes already
+ * consumed, so RSS stays flat however large the model (the page cache keeps
+ * them); WILLNEED hands the range to the read-ahead thread. */
 typedef struct span {
     const st_file *f;
     uint64_t lo, hi;          /* data-relative byte range */
     int advice;
+    prefetch *pf;             /* WILLNEED: the thread reading ahead, or NULL */
 } span;
 
 #define SPAN_FLUSH_BYTES (32ull << 20)
 #define SPAN_GAP (64u << 10)
-/* Linux reads at most max(read_ahead_kb, max_sectors_kb) of the device per
- * WILLNEED call and drops the rest of the range silently (a 32 MB span got
- * 8 MB read on the virtio disk here), so read-ahead is asked for in pieces
- * of the default read_ahead_kb, which no device caps below unless tuned
- * down. Cold 4.3 GB on 16 cores: 3.6-4.0 s in 32 MB spans, 2.3-2.9 s so. */
-#define WILLNEED_PIECE (128ull << 10)
-#define RESIDENCY_PROBE (2ull << 20)
 /* How far ahead of the item being quantized the read-ahead runs. */
 #define READAHEAD_BYTES (256ull << 20)
-
-/* 1 when the page at p is in the page cache (mincore reports the file's
- * pages for a file mapping, mapped into us or not). */
-static int resident(const uint8_t *p, long pg)
-{
-    unsigned char v = 0;
-    return mincore((void *)p, (size_t)pg, &v) == 0 && (v & 1);
-}
-
-/* Read-ahead of [a, b) of the mapping, in pieces the kernel honours whole;
- * a 2 MB block whose first and last pages are cached is taken as cached, so
- * a page-cached run makes a few calls instead of a page walk per piece. */
-static void willneed(const uint8_t *map, uint64_t a, uint64_t b, long pg)
-{
-    for (uint64_t blk = a; blk < b; blk += RESIDENCY_PROBE) {
-        uint64_t end = b - blk < RESIDENCY_PROBE ? b : blk + RESIDENCY_PROBE;
-        if (resident(map + blk, pg) && resident(map + ((end - 1) & ~(uint64_t)(pg - 1)), pg))
-            continue;
-        for (uint64_t at = blk; at < end; at += WILLNEED_PIECE)
-            madvise((void *)(map + at), end - at < WILLNEED_PIECE ? end - at : WILLNEED_PIECE, MADV_WILLNEED);
-    }
-}
 
 static void span_flush(span *s)
 {
@@ -510,7 +483,7 @@ static void span_flush(span *s)
         uint64_t a = (s->f->data_off + s->lo) & ~(uint64_t)(pg - 1);
         uint64_t b = s->f->data_off + s->hi;
         if (s->advice == MADV_WILLNEED)
-            willneed(s->f->map, a, b, pg);
+            prefetch_range(s->pf, s->f->map, s->f->file_size, a, b);
         else
             madvise((void *)(s->f->map + a), b - a, s->advice);
     }
@@ -730,12 +703,10 @@ static size_t next_unit_item(const plan *p, size_t i)
  * them (host, 2 threads, cold: 2.24 GB/s riding against 2.42 without). */
 static int unit_cached(const unit_job *v)
 {
-    long pg = (long)v->page;
     for (size_t k = 0; k < v->u->count; k++) {
         const plan_member *m = &v->p->members[v->u->first + k];
-        uintptr_t first = (uintptr_t)v->rows[k], last = first + m->rows * m->cols * 2 - 1;
-        if (!resident((const uint8_t *)(first & ~(uintptr_t)(pg - 1)), pg) ||
-            !resident((const uint8_t *)(last & ~(uintptr_t)(pg - 1)), pg))
+        const uint8_t *first = v->rows[k];
+        if (!prefetch_resident(first) || !prefetch_resident(first + m->rows * m->cols * 2 - 1))
             return 0;
     }
     return 1;
@@ -988,7 +959,11 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
         return ff_fail(e, FF_EIO, "out of memory");
     }
     pthread_mutex_init(&io.write_mu, NULL);
-    span ahead = {.advice = MADV_WILLNEED}, behind = {.advice = MADV_DONTNEED};
+    prefetch_mode mode = PREFETCH_FOLIOS;
+    for (size_t f = 0; f < c->nfiles; f++)
+        if (!prefetch_prepare(c->files[f].map, c->files[f].file_size))
+            mode = PREFETCH_WILLNEED;
+    span ahead = {.advice = MADV_WILLNEED, .pf = prefetch_start(mode)}, behind = {.advice = MADV_DONTNEED};
     size_t ra_next = 0;
     uint64_t ra_bytes = 0;    /* advised, not yet consumed */
     const nvfp4_obs *obs = o->observer && o->observer->kind != NVFP4_OBS_MINMAX ? o->observer : NULL;
@@ -1010,6 +985,7 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
         progress_add(&bar, item_bytes(p, it), i + 1, p->nitems);
     }
     span_flush(&behind);
+    prefetch_stop(ahead.pf);
     drop_job(&next);
     if (rc == FF_OK)
         rc = wc_flush(&io.wc, ss, e);
