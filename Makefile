@@ -113,6 +113,10 @@ $(B)/bench-kernels: bench/kernels.c $(B)/libfp4forge.a
 bench-kernels: $(B)/bench-kernels
 	@$(B)/bench-kernels
 
+# Folio sizes of a file's cached pages, and a first pass over it (docs/bench.md).
+$(B)/bench-pagecache: bench/pagecache.c
+	$(CC) $(CFLAGS) -O3 $< -lpthread -o $@
+
 clean:
 	rm -rf $(B)
 
