@@ -73,7 +73,7 @@ static int populate(const uint8_t *lo, const uint8_t *hi)
  * as cached, so a page-cached run costs two mincore calls a block. */
 static void read_range(prefetch_mode *mode, const pf_range *r)
 {
-    uint64_t end = (r->size + (uint64_t)page_size() - 1) & ~(uint64_t)(page_size() - 1);
+    uint64_t pg = (uint64_t)page_size(), end = (r->size + pg - 1) & ~(pg - 1);
     uint64_t whole = (r->b + FOLIO - 1) & ~(FOLIO - 1), hi = whole < end ? whole : end;
     for (uint64_t blk = r->a & ~(FOLIO - 1); blk < hi; blk += FOLIO) {
         const uint8_t *lo = r->map + blk, *top = r->map + (blk + FOLIO < hi ? blk + FOLIO : hi);

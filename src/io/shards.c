@@ -86,7 +86,7 @@ int shards_open(shard_set *s, const st_out *outs, size_t n, uint64_t shard_size,
 }
 
 /* Bytes are counted as they land, for shards_close's check. */
-static int landed_write(const shard_set *s, size_t k, const void *buf, uint64_t n, uint64_t off, ff_err *e)
+int shards_pwrite(const shard_set *s, size_t k, uint64_t off, const void *buf, uint64_t n, ff_err *e)
 {
     int rc = st_pwrite_all(s->fds[k], s->paths[k], buf, n, off, e);
     if (!rc)
@@ -113,7 +113,7 @@ int shards_write(shard_set *s, size_t out, const void *buf, uint64_t n, ff_err *
     if (n != s->outs[out].nbytes)
         return ff_fail(e, FF_EIO, "internal: tensor %s got %llu bytes, header says %llu", s->outs[out].name,
                        (unsigned long long)n, (unsigned long long)s->outs[out].nbytes);
-    int rc = landed_write(s, s->out_shard[out], buf, n, s->out_abs[out], e);
+    int rc = shards_pwrite(s, s->out_shard[out], s->out_abs[out], buf, n, e);
     if (!rc)
         s->bytes_written += n;
     return rc;
@@ -136,12 +136,7 @@ int shards_write_part(const shard_set *s, size_t out, uint64_t at, const void *b
     uint64_t off = 0;   /* set when shards_place succeeds; compilers cannot see it */
     if (shards_place(s, out, at, n, &k, &off, e))
         return e->code;
-    return landed_write(s, k, buf, n, off, e);
-}
-
-int shards_pwrite(const shard_set *s, size_t k, uint64_t off, const void *buf, uint64_t n, ff_err *e)
-{
-    return landed_write(s, k, buf, n, off, e);
+    return shards_pwrite(s, k, off, buf, n, e);
 }
 
 int shards_pwritev(const shard_set *s, size_t k, uint64_t off, struct iovec *iov, int n, ff_err *e)

@@ -412,7 +412,9 @@ static T2 INL __m256i side_max_256(const uint16_t *p, uint64_t n, __m256i acc)
     return acc;
 }
 
-static uint16_t side_tail(const uint16_t *p, uint64_t n, uint16_t best)
+/* Max of best and the |x| bits of n bf16 elements (|bf16| orders as its bits):
+ * the lanes of a vector max, and what is left after the last whole vector. */
+static uint16_t bf16_mag_max(const uint16_t *p, uint64_t n, uint16_t best)
 {
     for (uint64_t i = 0; i < n; i++) {
         uint16_t a = p[i] & 0x7fff;
@@ -445,7 +447,7 @@ static T2 void side_finish(side_cursor *cur)
     __m256i acc = side_max_256(sd->p + cur->at, rest, cur->acc);
     uint16_t m[16];
     _mm256_storeu_si256((__m256i *)m, acc);
-    sd->max = side_tail(m, 16, side_tail(sd->p + cur->at + rest, sd->n - cur->at - rest, 0));
+    sd->max = bf16_mag_max(m, 16, bf16_mag_max(sd->p + cur->at + rest, sd->n - cur->at - rest, 0));
 }
 
 /* A row's last partial block of eight goes through a zero-padded copy, so
@@ -524,13 +526,7 @@ static T5 int absmax_bf16_512(const uint16_t *p, uint64_t n, float *amax)
     }
     uint16_t m[32];
     _mm512_storeu_si512((void *)m, acc);
-    uint16_t best = 0;
-    for (int k = 0; k < 32; k++)
-        best = m[k] > best ? m[k] : best;
-    for (; i < n; i++) {
-        uint16_t a = p[i] & 0x7fff;
-        best = a > best ? a : best;
-    }
+    uint16_t best = bf16_mag_max(m, 32, bf16_mag_max(p + i, n - i, 0));
     if (best >= 0x7f80)
         return 1;
     *amax = ff_bf16_to_f32(best);
@@ -546,13 +542,7 @@ static T2 int absmax_bf16_256(const uint16_t *p, uint64_t n, float *amax)
         acc = _mm256_max_epu16(acc, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + i)), mask));
     uint16_t m[16];
     _mm256_storeu_si256((__m256i *)m, acc);
-    uint16_t best = 0;
-    for (int k = 0; k < 16; k++)
-        best = m[k] > best ? m[k] : best;
-    for (; i < n; i++) {
-        uint16_t a = p[i] & 0x7fff;
-        best = a > best ? a : best;
-    }
+    uint16_t best = bf16_mag_max(m, 16, bf16_mag_max(p + i, n - i, 0));
     if (best >= 0x7f80)
         return 1;
     *amax = ff_bf16_to_f32(best);

@@ -799,7 +799,8 @@ static void drop_job(unit_job **j)
     *j = NULL;
 }
 
-static int run_unit(const unit_ctx *x, size_t i, unit_job **next, ff_err *e)
+/* ni: the next quantized item after i (next_unit_item), or p->nitems. */
+static int run_unit(const unit_ctx *x, size_t i, size_t ni, unit_job **next, ff_err *e)
 {
     const plan *p = x->p;
     const plan_unit *u = &p->units[p->items[i].unit];
@@ -816,7 +817,6 @@ static int run_unit(const unit_ctx *x, size_t i, unit_job **next, ff_err *e)
             return rc;
         }
     }
-    size_t ni = next_unit_item(p, i);
     if (ni < p->nitems && can_ride(p, u, x->kernel, x->obs, x->qs) &&
         can_ride(p, &p->units[p->items[ni].unit], x->kernel, x->obs, x->qs)) {
         if ((*next = malloc(sizeof **next)) == NULL ||
@@ -979,7 +979,7 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
             ra_bytes += item_bytes(p, &p->items[ra_next]);
         }
         span_flush(&ahead);
-        rc = it->kind == ITEM_KEEP ? write_keep(c, p, it, o->source, pool, &io, ss, e) : run_unit(&ux, i, &next, e);
+        rc = it->kind == ITEM_KEEP ? write_keep(c, p, it, o->source, pool, &io, ss, e) : run_unit(&ux, i, ni, &next, e);
         span_item(&behind, c, p, it);
         ra_bytes -= item_bytes(p, it);
         progress_add(&bar, item_bytes(p, it), i + 1, p->nitems);
