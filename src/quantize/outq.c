@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #ifndef IOV_MAX
 #define IOV_MAX 1024
@@ -14,6 +16,10 @@ typedef struct piece {
     uint64_t off, len;
     const uint8_t *p;
 } piece;
+
+/* Mapped pieces of this size: small enough that a turn's piece keeps the
+ * writer away from its own rows briefly, large enough to be one pwrite. */
+#define MAPPED_PIECE (1u << 20)
 
 typedef struct qitem {
     size_t buf;               /* index into bufs */
@@ -35,6 +41,9 @@ struct outq {
     int writing;              /* a thread is writing; it drains pending before it stops */
     int failed;               /* and err: the first failure (under mu) */
     ff_err err;
+    piece *mapped;            /* kept bytes from the input's mapping, FIFO (under mu) */
+    size_t mapped_head, mapped_count, mapped_cap;
+    uintptr_t page;
 };
 
 outq *outq_create(const shard_set *ss, int nworkers)
@@ -44,6 +53,7 @@ outq *outq_create(const shard_set *ss, int nworkers)
         return NULL;
     q->ss = ss;
     q->nbufs = (size_t)(nworkers > 0 ? nworkers : 1) * OUTQ_DEPTH;
+    q->page = (uintptr_t)sysconf(_SC_PAGESIZE);
     q->bufs = calloc(q->nbufs, sizeof *q->bufs);
     q->queued = calloc(q->nbufs, 1);
     q->pending = calloc(q->nbufs, sizeof *q->pending);
@@ -71,6 +81,7 @@ void outq_free(outq *q)
     free(q->batch);
     free(q->pieces);
     free(q->iov);
+    free(q->mapped);
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->freed);
     free(q);
@@ -168,6 +179,94 @@ static size_t buffer_index(const outq *q, int worker, const uint8_t *buf)
     return b;
 }
 
+/* Under the lock, released while writing: everything queued now. */
+static void write_pending(outq *q)
+{
+    ff_err e;
+    size_t n = q->npending;
+    int skip = q->failed;   /* after a failure the job is lost: no more writes */
+    memcpy(q->batch, q->pending, n * sizeof *q->batch);
+    q->npending = 0;
+    pthread_mutex_unlock(&q->mu);
+    int rc = skip ? FF_OK : write_batch(q, n, &e);
+    pthread_mutex_lock(&q->mu);
+    if (rc)
+        record_failure(q, &e);
+    for (size_t i = 0; i < n; i++)
+        q->queued[q->batch[i].buf] = 0;
+    pthread_cond_broadcast(&q->freed);
+}
+
+/* Our mapping of what was written is dropped (the page cache keeps it), so
+ * RSS holds a piece, not the tensor. */
+static void drop_mapped(const outq *q, const piece *pc)
+{
+    uintptr_t lo = ((uintptr_t)pc->p + q->page - 1) & ~(q->page - 1);
+    uintptr_t hi = ((uintptr_t)pc->p + pc->len) & ~(q->page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* Under the lock, released while writing: the oldest mapped piece. */
+static void write_one_mapped(outq *q)
+{
+    ff_err e;
+    piece pc = q->mapped[q->mapped_head];
+    q->mapped_head = (q->mapped_head + 1) % q->mapped_cap;
+    q->mapped_count--;
+    int skip = q->failed;
+    pthread_mutex_unlock(&q->mu);
+    int rc = skip ? FF_OK : shards_pwrite(q->ss, pc.shard, pc.off, pc.p, pc.len, &e);
+    if (!rc)
+        drop_mapped(q, &pc);
+    pthread_mutex_lock(&q->mu);
+    if (rc)
+        record_failure(q, &e);
+}
+
+/* Doubles the ring, keeping its order; 0 when out of memory. */
+static int grow_mapped(outq *q)
+{
+    size_t cap = q->mapped_cap ? 2 * q->mapped_cap : 64;
+    piece *m = malloc(cap * sizeof *m);
+    if (!m)
+        return 0;
+    for (size_t i = 0; i < q->mapped_count; i++)
+        m[i] = q->mapped[(q->mapped_head + i) % q->mapped_cap];
+    free(q->mapped);
+    q->mapped = m;
+    q->mapped_head = 0;
+    q->mapped_cap = cap;
+    return 1;
+}
+
+void outq_queue_mapped(outq *q, size_t out, const uint8_t *p, uint64_t len)
+{
+    for (uint64_t at = 0; at < len; at += MAPPED_PIECE) {
+        uint64_t n = len - at < MAPPED_PIECE ? len - at : MAPPED_PIECE;
+        piece pc;
+        ff_err e;
+        int rc = place(q, out, at, n, p + at, &pc, &e);
+        pthread_mutex_lock(&q->mu);
+        if (!rc && q->mapped_count == q->mapped_cap && !grow_mapped(q))
+            rc = ff_fail(&e, FF_EIO, "out of memory queueing %s", q->ss->outs[out].name);
+        if (rc)
+            record_failure(q, &e);
+        else
+            q->mapped[(q->mapped_head + q->mapped_count++) % q->mapped_cap] = pc;
+        pthread_mutex_unlock(&q->mu);
+    }
+}
+
+int outq_drain(outq *q, ff_err *e)
+{
+    pthread_mutex_lock(&q->mu);
+    while (q->mapped_count)
+        write_one_mapped(q);
+    pthread_mutex_unlock(&q->mu);
+    return outq_error(q, e);
+}
+
 void outq_submit(outq *q, int worker, const uint8_t *buf, size_t out_a, uint64_t at_a, uint64_t len_a,
                  size_t out_b, uint64_t at_b, uint64_t len_b)
 {
@@ -188,19 +287,16 @@ void outq_submit(outq *q, int worker, const uint8_t *buf, size_t out_a, uint64_t
         return;
     }
     q->writing = 1;
-    while (q->npending) {
-        size_t n = q->npending;
-        int skip = q->failed;   /* after a failure the job is lost: no more writes */
-        memcpy(q->batch, q->pending, n * sizeof *q->batch);
-        q->npending = 0;
-        pthread_mutex_unlock(&q->mu);
-        int rc = skip ? FF_OK : write_batch(q, n, &e);
-        pthread_mutex_lock(&q->mu);
-        if (rc)
-            record_failure(q, &e);
-        for (size_t i = 0; i < n; i++)
-            q->queued[q->batch[i].buf] = 0;
-        pthread_cond_broadcast(&q->freed);
+    /* one mapped piece a turn: the turn ends once the rows are written,
+     * so this thread is back to quantizing and the pool run can end */
+    int mapped_turn = 1;
+    for (;;) {
+        if (q->npending)
+            write_pending(q);
+        else if (mapped_turn && q->mapped_count)
+            write_one_mapped(q), mapped_turn = 0;
+        else
+            break;
     }
     q->writing = 0;
     pthread_mutex_unlock(&q->mu);

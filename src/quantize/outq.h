@@ -1,10 +1,12 @@
-/* Quantized rows on their way to the shard. A pool thread that finishes a
- * task queues its output and goes on in another of its buffers; one thread
+/* Quantized rows, and kept tensors' bytes, on their way to the shard. A
+ * pool thread that finishes a task queues its output and goes on in
+ * another of its buffers; one thread
  * at a time (whichever queued while nobody was writing) writes all that is
  * queued, adjacent pieces in one pwritev. The file takes one writer at a
  * time anyway (ext4 holds its lock for the whole write); with a mutex round
  * each task's write, 16 threads queued behind it, and each hand-over woke a
- * sleeper: 16 threads ran the job slower than 8. */
+ * sleeper: 16 threads ran the job slower than 8. Kept bytes go in the
+ * writers' turns too (outq_queue_mapped). */
 #ifndef FF_OUTQ_H
 #define FF_OUTQ_H
 
@@ -29,6 +31,17 @@ uint8_t *outq_buffer(outq *q, int worker);
  * range past its tensor is not queued: it is the error outq_error reports. */
 void outq_submit(outq *q, int worker, const uint8_t *buf, size_t out_a, uint64_t at_a, uint64_t len_a,
                  size_t out_b, uint64_t at_b, uint64_t len_b);
+/* A kept tensor's bytes, written straight from the input's mapping by
+ * whichever thread takes the writer's turn: one piece a turn, after the
+ * rows that wait. So it is written while the pool quantizes the next units,
+ * instead of in a phase of its own in which the file's one writer left the
+ * other cores waiting. p must lie in a file's mapping that stays until
+ * outq_drain: each piece is dropped from it (MADV_DONTNEED) once written,
+ * which reads back from the file but would zero anonymous memory. */
+void outq_queue_mapped(outq *q, size_t out, const uint8_t *p, uint64_t len);
+/* Writes every mapped piece still queued (no pool thread may be writing:
+ * between pool runs). FF_OK, or the queue's first failure. */
+int outq_drain(outq *q, ff_err *e);
 /* The first write that failed since the last call (FF_OK: none). */
 int outq_error(outq *q, ff_err *e);
 

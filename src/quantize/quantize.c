@@ -842,6 +842,7 @@ static int run_unit(const unit_ctx *x, size_t i, size_t ni, unit_job **next, ff_
 #define KEEP_CHUNK (4ull << 20)
 
 typedef struct keep_job {
+    int queue;                /* checked here, queued for the writers (outq_queue_mapped) */
     const uint8_t *src;
     uint64_t bytes;
     size_t esz;
@@ -873,10 +874,14 @@ static void keep_chunk_task(void *ctx, size_t t, int worker)
     int64_t bad = kept_first_nonfinite(k->dtype, k->src + at, n / k->esz);
     k->first_bad[t] = bad < 0 ? -1 : (int64_t)(at / k->esz) + bad;
     worker_slot *w = &k->slots[worker];
-    pthread_mutex_lock(k->write_mu);
-    if (!w->failed && shards_write_part(k->ss, k->out, at, k->src + at, n, &w->err))
-        w->failed = 1;
-    pthread_mutex_unlock(k->write_mu);
+    if (!k->queue) {
+        pthread_mutex_lock(k->write_mu);
+        if (!w->failed && shards_write_part(k->ss, k->out, at, k->src + at, n, &w->err))
+            w->failed = 1;
+        pthread_mutex_unlock(k->write_mu);
+    }
+    /* queued bytes are mapped again as they are written: held mapped till
+     * then, an embedding would count in RSS whole */
     if (k->page)
         release_mapped(k->src + at, n, k->page);
 }
@@ -902,13 +907,17 @@ static int64_t keep_check_write(keep_job *k, ff_pool *pool, io_state *io, shard_
     for (size_t t = 0; t < chunks && bad < 0; t++)
         bad = k->first_bad[t];
     free(k->first_bad);
+    if (k->queue && bad < 0)
+        outq_queue_mapped(io->q, k->out, k->src, k->bytes);
     if (!(*rc = slots_error(io, e)))
         ss->bytes_written += k->bytes;
     return bad;
 }
 
+/* *queued: the tensor's bytes wait in the output queue (mapped), which
+ * drops them from the mapping as it writes them. */
 static int write_keep(const ckpt *c, const plan *p, const plan_item *it, const quant_source *qs, ff_pool *pool,
-                      io_state *io, shard_set *ss, ff_err *e)
+                      io_state *io, shard_set *ss, int *queued, ff_err *e)
 {
     void *buf = NULL;
     uint16_t *dec = NULL;
@@ -923,6 +932,8 @@ static int write_keep(const ckpt *c, const plan *p, const plan_item *it, const q
                   .dtype = f8 ? FF_DT_BF16 : it->src->st->dtype, .out = it->out, .ss = ss, .slots = io->slots,
                   .write_mu = &io->write_mu, .page = buf ? 0 : (uintptr_t)sysconf(_SC_PAGESIZE)};
     k.esz = ff_dtype_size(k.dtype) ? ff_dtype_size(k.dtype) : 1;
+    /* one thread writes and quantizes in turn anyway: queueing saves nothing */
+    k.queue = *queued = k.page && io->nslots > 1 && k.bytes >= 2 * KEEP_CHUNK;
     int rc = FF_OK;
     /* a NaN in a kept tensor (a norm, an embedding, a router) serves NaN as
      * surely as one in a quantized weight: refused the same way */
@@ -979,14 +990,19 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
             ra_bytes += item_bytes(p, &p->items[ra_next]);
         }
         span_flush(&ahead);
-        rc = it->kind == ITEM_KEEP ? write_keep(c, p, it, o->source, pool, &io, ss, e) : run_unit(&ux, i, ni, &next, e);
-        span_item(&behind, c, p, it);
+        int queued = 0;
+        rc = it->kind == ITEM_KEEP ? write_keep(c, p, it, o->source, pool, &io, ss, &queued, e)
+                                   : run_unit(&ux, i, ni, &next, e);
+        if (!queued)
+            span_item(&behind, c, p, it);
         ra_bytes -= item_bytes(p, it);
         progress_add(&bar, item_bytes(p, it), i + 1, p->nitems);
     }
     span_flush(&behind);
     prefetch_stop(ahead.pf);
     drop_job(&next);
+    if (rc == FF_OK)   /* kept bytes the writers' turns did not reach */
+        rc = outq_drain(io.q, e);
     if (rc == FF_OK)
         rc = wc_flush(&io.wc, ss, e);
     progress_end(&bar);

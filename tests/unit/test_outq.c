@@ -3,6 +3,7 @@
  * back to the caller as one error naming the file. */
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -186,6 +187,92 @@ static void test_reserved_shard_missing_bytes_is_refused(void)
     shards_free(&ss);
 }
 
+/* Tensor k of KEPT bytes (three pieces, the last one short) between the
+ * queued rows of a and c: mapped from a file as quantize maps its input. */
+#define KEPT ((2u << 20) + 4099)
+
+static int open_kept_set(shard_set *ss, st_out *outs, ff_err *e)
+{
+    st_out o[3] = {{.name = "a", .dtype = FF_DT_U8, .ndim = 1, .shape = {TASKS * ROW_A}, .nbytes = TASKS * ROW_A},
+                   {.name = "k", .dtype = FF_DT_U8, .ndim = 1, .shape = {KEPT}, .nbytes = KEPT},
+                   {.name = "c", .dtype = FF_DT_U8, .ndim = 1, .shape = {TASKS * ROW_B}, .nbytes = TASKS * ROW_B}};
+    memcpy(outs, o, sizeof o);
+    return shards_open(ss, outs, 3, TASKS * ROW_A + KEPT, dir, e);
+}
+
+/* A read-only mapping of a file holding tensor k's pattern. */
+static const uint8_t *map_kept_source(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "%s/kept.src", dir);
+    uint8_t *b = malloc(KEPT);
+    for (uint64_t i = 0; i < KEPT; i++)
+        b[i] = pattern(1, i);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    int ok = fd >= 0 && write(fd, b, KEPT) == (ssize_t)KEPT;
+    free(b);
+    void *m = ok ? mmap(NULL, KEPT, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    if (fd >= 0)
+        close(fd);
+    return m == MAP_FAILED ? NULL : m;
+}
+
+/* Kept bytes queued from a mapping land in place, some of them in the
+ * writers' turns while rows are being queued (not all at the drain), and
+ * the drain writes the rest; dropped from the mapping, they read back. */
+static void test_mapped_pieces_land_between_rows(void)
+{
+    shard_set ss;
+    st_out outs[3];
+    ff_err e = {0};
+    CHECK(open_kept_set(&ss, outs, &e) == FF_OK);
+    const uint8_t *src = map_kept_source();
+    CHECK(src != NULL);
+    outq *q = outq_create(&ss, WORKERS);
+    CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
+    outq_queue_mapped(q, 1, src, KEPT);
+    pthread_t th[WORKERS];
+    run r[WORKERS];
+    for (int w = 0; w < WORKERS; w++) {
+        r[w] = (run){q, w};
+        pthread_create(&th[w], NULL, worker_main, &r[w]);
+    }
+    for (int w = 0; w < WORKERS; w++)
+        pthread_join(th[w], NULL);
+    uint64_t rows_only = ss.out_abs[0] + TASKS * ROW_A;
+    CHECK(atomic_load(&ss.landed[0]) > rows_only);
+    CHECK(outq_drain(q, &e) == FF_OK);
+    CHECK(atomic_load(&ss.landed[0]) == rows_only + KEPT);
+    CHECK(outq_drain(q, &e) == FF_OK);
+    CHECK(bytes_match(&ss, 0) && bytes_match(&ss, 1) && bytes_match(&ss, 2));
+    CHECK(src[KEPT - 1] == pattern(1, KEPT - 1));
+    outq_free(q);
+    munmap((void *)src, KEPT);
+    shards_free(&ss);
+}
+
+/* A kept piece that cannot be written is the error the drain returns,
+ * naming the file. */
+static void test_mapped_write_failure_is_reported(void)
+{
+    shard_set ss;
+    st_out outs[3];
+    ff_err e = {0};
+    CHECK(open_kept_set(&ss, outs, &e) == FF_OK);
+    close(ss.fds[0]);
+    ss.fds[0] = open(ss.paths[0], O_RDONLY);
+    const uint8_t *src = map_kept_source();
+    CHECK(src != NULL);
+    outq *q = outq_create(&ss, 1);
+    outq_queue_mapped(q, 1, src, KEPT);
+    CHECK(outq_drain(q, &e) == FF_EIO);
+    CHECK(strstr(e.msg, ss.paths[0]) && strstr(e.msg, "write failed"));
+    CHECK(outq_error(q, &e) == FF_OK);
+    outq_free(q);
+    munmap((void *)src, KEPT);
+    shards_free(&ss);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -195,6 +282,8 @@ int main(void)
     RUN(test_range_past_tensor_is_refused);
     RUN(test_reserved_shards_close_when_complete);
     RUN(test_reserved_shard_missing_bytes_is_refused);
+    RUN(test_mapped_pieces_land_between_rows);
+    RUN(test_mapped_write_failure_is_reported);
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)
