@@ -254,12 +254,40 @@ static void iov_advance(struct iovec *iov, int n, int *i, size_t w)
     }
 }
 
+/* Each call writes at most this much. A write call of 2 MB or more over a
+ * 2 MB boundary of the file gets 2 MB page-cache folios, and on a VM that
+ * hands freed memory back to its host (virtio-balloon free page reporting,
+ * in 2 MB blocks) each is memory the host must supply again on first touch:
+ * `dd` of 925 MB into a reserved file took 5.4-6.7 s in 4 MB writes and
+ * 0.13-0.15 s in 1 MB ones on this project's 2-core VM (docs/bench.md). */
+#define WRITE_CALL_MAX (1u << 20)
+
+/* How many of iov[i..n) one call takes, the last cut so the call writes at
+ * most WRITE_CALL_MAX; *cut_len: that entry's length before the cut, or 0. */
+static int take_call(struct iovec *iov, int n, int i, size_t *cut_len)
+{
+    size_t total = 0;
+    int k = i;
+    while (k < n && total + iov[k].iov_len <= WRITE_CALL_MAX)
+        total += iov[k++].iov_len;
+    *cut_len = 0;
+    if (k < n && total < WRITE_CALL_MAX) {
+        *cut_len = iov[k].iov_len;
+        iov[k++].iov_len = WRITE_CALL_MAX - total;
+    }
+    return k - i;
+}
+
 int st_pwritev_all(int fd, const char *path, struct iovec *iov, int n, uint64_t off, ff_err *e)
 {
     int i = 0;
     iov_advance(iov, n, &i, 0);   /* past leading empty buffers */
     while (i < n) {
-        ssize_t w = pwritev(fd, iov + i, n - i, (off_t)off);
+        size_t cut_len;
+        int m = take_call(iov, n, i, &cut_len);
+        ssize_t w = pwritev(fd, iov + i, m, (off_t)off);
+        if (cut_len)
+            iov[i + m - 1].iov_len = cut_len;
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)

@@ -141,9 +141,13 @@ int shards_write_part(const shard_set *s, size_t out, uint64_t at, const void *b
 
 int shards_pwritev(const shard_set *s, size_t k, uint64_t off, struct iovec *iov, int n, ff_err *e)
 {
+    /* counted first: st_pwritev_all advances the entries a call wrote part of */
+    uint64_t bytes = 0;
+    for (int i = 0; i < n; i++)
+        bytes += iov[i].iov_len;
     int rc = st_pwritev_all(s->fds[k], s->paths[k], iov, n, off, e);
-    for (int i = 0; !rc && i < n; i++)
-        atomic_fetch_add_explicit(&s->landed[k], iov[i].iov_len, memory_order_relaxed);
+    if (!rc)
+        atomic_fetch_add_explicit(&s->landed[k], bytes, memory_order_relaxed);
     return rc;
 }
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -273,6 +274,27 @@ static void test_mapped_write_failure_is_reported(void)
     shards_free(&ss);
 }
 
+/* Buffers that one write call cannot take whole (each call writes at most
+ * 1 MB) land in place and are all counted: a shard short of bytes by the
+ * count would be refused at close. */
+static void test_pwritev_over_many_calls_counts_every_byte(void)
+{
+    shard_set ss;
+    st_out outs[3];
+    ff_err e = {0};
+    CHECK(open_kept_set(&ss, outs, &e) == FF_OK);
+    uint8_t *b = malloc(KEPT);
+    for (uint64_t i = 0; i < KEPT; i++)
+        b[i] = pattern(1, i);
+    struct iovec iov[3] = {{b, 700000}, {b + 700000, 900000}, {b + 1600000, KEPT - 1600000}};
+    uint64_t before = atomic_load(&ss.landed[0]);
+    CHECK(shards_pwritev(&ss, 0, ss.out_abs[1], iov, 3, &e) == FF_OK);
+    CHECK(atomic_load(&ss.landed[0]) == before + KEPT);
+    CHECK(bytes_match(&ss, 1));
+    free(b);
+    shards_free(&ss);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -284,6 +306,7 @@ int main(void)
     RUN(test_reserved_shard_missing_bytes_is_refused);
     RUN(test_mapped_pieces_land_between_rows);
     RUN(test_mapped_write_failure_is_reported);
+    RUN(test_pwritev_over_many_calls_counts_every_byte);
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)
