@@ -115,12 +115,9 @@ static void test_range_past_tensor_is_refused(void)
     shards_free(&ss);
 }
 
-/* Tensors a and c through the queue, tasks interleaved over WORKERS
- * threads, then tensor b unless the caller leaves it out. */
-static void write_all(shard_set *ss, int skip_b)
+/* Tensors a and c through the queue, tasks interleaved over WORKERS threads. */
+static void run_workers(outq *q)
 {
-    outq *q = outq_create(ss, WORKERS);
-    CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
     pthread_t th[WORKERS];
     run r[WORKERS];
     for (int w = 0; w < WORKERS; w++) {
@@ -129,6 +126,15 @@ static void write_all(shard_set *ss, int skip_b)
     }
     for (int w = 0; w < WORKERS; w++)
         pthread_join(th[w], NULL);
+}
+
+/* Tensors a and c through the queue, tasks interleaved over WORKERS
+ * threads, then tensor b unless the caller leaves it out. */
+static void write_all(shard_set *ss, int skip_b)
+{
+    outq *q = outq_create(ss, WORKERS);
+    CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
+    run_workers(q);
     ff_err e = {0};
     CHECK(outq_error(q, &e) == FF_OK);
     outq_free(q);
@@ -201,16 +207,23 @@ static int open_kept_set(shard_set *ss, st_out *outs, ff_err *e)
     return shards_open(ss, outs, 3, TASKS * ROW_A + KEPT, dir, e);
 }
 
-/* A read-only mapping of a file holding tensor k's pattern. */
+/* Tensor k's bytes, in a buffer the caller frees. */
+static uint8_t *kept_bytes(void)
+{
+    uint8_t *b = malloc(KEPT);
+    for (uint64_t i = 0; b && i < KEPT; i++)
+        b[i] = pattern(1, i);
+    return b;
+}
+
+/* A read-only mapping of a file holding tensor k's bytes. */
 static const uint8_t *map_kept_source(void)
 {
     char path[64];
     snprintf(path, sizeof path, "%s/kept.src", dir);
-    uint8_t *b = malloc(KEPT);
-    for (uint64_t i = 0; i < KEPT; i++)
-        b[i] = pattern(1, i);
+    uint8_t *b = kept_bytes();
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-    int ok = fd >= 0 && write(fd, b, KEPT) == (ssize_t)KEPT;
+    int ok = b && fd >= 0 && write(fd, b, KEPT) == (ssize_t)KEPT;
     free(b);
     void *m = ok ? mmap(NULL, KEPT, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
     if (fd >= 0)
@@ -232,14 +245,7 @@ static void test_mapped_pieces_land_between_rows(void)
     outq *q = outq_create(&ss, WORKERS);
     CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
     outq_queue_mapped(q, 1, src, KEPT);
-    pthread_t th[WORKERS];
-    run r[WORKERS];
-    for (int w = 0; w < WORKERS; w++) {
-        r[w] = (run){q, w};
-        pthread_create(&th[w], NULL, worker_main, &r[w]);
-    }
-    for (int w = 0; w < WORKERS; w++)
-        pthread_join(th[w], NULL);
+    run_workers(q);
     uint64_t rows_only = ss.out_abs[0] + TASKS * ROW_A;
     CHECK(atomic_load(&ss.landed[0]) > rows_only);
     CHECK(outq_drain(q, &e) == FF_OK);
@@ -283,9 +289,7 @@ static void test_pwritev_over_many_calls_counts_every_byte(void)
     st_out outs[3];
     ff_err e = {0};
     CHECK(open_kept_set(&ss, outs, &e) == FF_OK);
-    uint8_t *b = malloc(KEPT);
-    for (uint64_t i = 0; i < KEPT; i++)
-        b[i] = pattern(1, i);
+    uint8_t *b = kept_bytes();
     struct iovec iov[3] = {{b, 700000}, {b + 700000, 900000}, {b + 1600000, KEPT - 1600000}};
     uint64_t before = atomic_load(&ss.landed[0]);
     CHECK(shards_pwritev(&ss, 0, ss.out_abs[1], iov, 3, &e) == FF_OK);
