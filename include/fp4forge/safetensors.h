@@ -39,6 +39,11 @@ typedef struct st_file {
 /* On failure f holds nothing (st_close is then a no-op). */
 int st_open(st_file *f, const char *path, ff_err *e);
 void st_close(st_file *f);
+/* Drops our mapping of the pages wholly inside [p, p + bytes) of a file's
+ * mapping (f->map): the page cache keeps them, so reading them again maps
+ * them again, and RSS holds what is in use instead of all that was read.
+ * Only whole pages: a neighbour may still be reading a shared one. */
+void st_map_drop(const uint8_t *p, uint64_t bytes);
 static inline const uint8_t *st_data(const st_file *f, const st_tensor *t)
 {
     return f->map + f->data_off + t->begin;

@@ -4,8 +4,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #ifndef IOV_MAX
 #define IOV_MAX 1024
@@ -43,7 +41,6 @@ struct outq {
     ff_err err;
     piece *mapped;            /* kept bytes from the input's mapping, FIFO (under mu) */
     size_t mapped_head, mapped_count, mapped_cap;
-    uintptr_t page;
 };
 
 outq *outq_create(const shard_set *ss, int nworkers)
@@ -53,7 +50,6 @@ outq *outq_create(const shard_set *ss, int nworkers)
         return NULL;
     q->ss = ss;
     q->nbufs = (size_t)(nworkers > 0 ? nworkers : 1) * OUTQ_DEPTH;
-    q->page = (uintptr_t)sysconf(_SC_PAGESIZE);
     q->bufs = calloc(q->nbufs, sizeof *q->bufs);
     q->queued = calloc(q->nbufs, 1);
     q->pending = calloc(q->nbufs, sizeof *q->pending);
@@ -197,16 +193,6 @@ static void write_pending(outq *q)
     pthread_cond_broadcast(&q->freed);
 }
 
-/* Our mapping of what was written is dropped (the page cache keeps it), so
- * RSS holds a piece, not the tensor. */
-static void drop_mapped(const outq *q, const piece *pc)
-{
-    uintptr_t lo = ((uintptr_t)pc->p + q->page - 1) & ~(q->page - 1);
-    uintptr_t hi = ((uintptr_t)pc->p + pc->len) & ~(q->page - 1);
-    if (hi > lo)
-        madvise((void *)lo, hi - lo, MADV_DONTNEED);
-}
-
 /* Under the lock, released while writing: the oldest mapped piece. */
 static void write_one_mapped(outq *q)
 {
@@ -218,7 +204,7 @@ static void write_one_mapped(outq *q)
     pthread_mutex_unlock(&q->mu);
     int rc = skip ? FF_OK : shards_pwrite(q->ss, pc.shard, pc.off, pc.p, pc.len, &e);
     if (!rc)
-        drop_mapped(q, &pc);
+        st_map_drop(pc.p, pc.len);   /* RSS holds a piece, not the tensor */
     pthread_mutex_lock(&q->mu);
     if (rc)
         record_failure(q, &e);
@@ -293,9 +279,10 @@ void outq_submit(outq *q, int worker, const uint8_t *buf, size_t out_a, uint64_t
     for (;;) {
         if (q->npending)
             write_pending(q);
-        else if (mapped_turn && q->mapped_count)
-            write_one_mapped(q), mapped_turn = 0;
-        else
+        else if (mapped_turn && q->mapped_count) {
+            write_one_mapped(q);
+            mapped_turn = 0;
+        } else
             break;
     }
     q->writing = 0;

@@ -71,7 +71,6 @@ typedef struct unit_job {
     uint64_t elems;           /* elements in the unit, to pick inline or pool */
     int streamed;             /* tasks queue their rows for the shard (outq): big units need no
                                  unit-sized output buffer and the writes overlap the kernels */
-    uintptr_t page;           /* the page size, for releasing rows */
     size_t *task_block;       /* release block of each task */
     size_t nblocks;
     size_t *block_first;      /* first task of each block, then ntasks (a block's tasks are consecutive) */
@@ -131,18 +130,6 @@ static uint64_t task_rows(const unit_job *j, size_t t)
     return left < ROWS_PER_TASK ? left : ROWS_PER_TASK;
 }
 
-/* Drops a task's rows from our mapping once read (the page cache keeps
- * them, so the next pass maps them again from memory): without it a fused
- * gate+up holds 462 MB of mapped input until its unit ends, with it RSS is
- * the rows in flight. Only pages wholly inside the rows: the next task may
- * still be reading a shared one. Copies (decoded, transposed) are ours. */
-static void release_mapped(const uint8_t *p, uint64_t bytes, uintptr_t page)
-{
-    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + bytes) & ~(page - 1);
-    if (hi > lo)
-        madvise((void *)lo, hi - lo, MADV_DONTNEED);
-}
-
 /* Before a pass that releases: every block waits for all its tasks. */
 static void arm_blocks(unit_job *j)
 {
@@ -163,7 +150,9 @@ static void release_task_rows(unit_job *j, size_t t)
     const plan_member *m = &j->p->members[j->u->first + k];
     uint64_t row_bytes = m->cols * ff_dtype_size(m->src->st->dtype);
     uint64_t rows = j->task_row[end - 1] + task_rows(j, end - 1) - j->task_row[first];
-    release_mapped(j->rows[k] + j->task_row[first] * row_bytes, rows * row_bytes, j->page);
+    /* read: the next pass maps them again from the page cache; without the
+     * drop a fused gate+up held 462 MB of mapped input until its unit ended */
+    st_map_drop(j->rows[k] + j->task_row[first] * row_bytes, rows * row_bytes);
 }
 
 static void absmax_task(void *ctx, size_t t, int worker)
@@ -658,8 +647,7 @@ static int unit_prepare(unit_job *j, const ckpt *c, const plan *p, const plan_un
                         ff_err *e)
 {
     *j = (unit_job){.c = c, .p = p, .u = u, .kernel = kernel, .obs = obs,
-                    .obs_scalar = kernel == nvfp4_quantize_rows_scalar, .ss = ss, .q = io->q,
-                    .page = (uintptr_t)sysconf(_SC_PAGESIZE)};
+                    .obs_scalar = kernel == nvfp4_quantize_rows_scalar, .ss = ss, .q = io->q};
     if (plan_tasks(j, &io->arena) || (obs && obs_alloc(j))) {
         free_job(j);
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
@@ -851,7 +839,7 @@ typedef struct keep_job {
     const shard_set *ss;
     worker_slot *slots;
     pthread_mutex_t *write_mu;
-    uintptr_t page;           /* nonzero: src is the input's mapping, released behind */
+    int mapped;               /* src is the input's mapping, dropped behind */
     int64_t *first_bad;       /* per chunk: its first non-finite element, or -1 */
 } keep_job;
 
@@ -882,8 +870,8 @@ static void keep_chunk_task(void *ctx, size_t t, int worker)
     }
     /* queued bytes are mapped again as they are written: held mapped till
      * then, an embedding would count in RSS whole */
-    if (k->page)
-        release_mapped(k->src + at, n, k->page);
+    if (k->mapped)
+        st_map_drop(k->src + at, n);
 }
 
 /* The first non-finite element of a kept tensor (-1: none), written as it
@@ -930,10 +918,10 @@ static int write_keep(const ckpt *c, const plan *p, const plan_item *it, const q
     keep_job k = {.src = buf ? buf : ckpt_data(c, it->src),
                   .bytes = f8 ? st_numel(it->src->st) * 2 : it->src->st->end - it->src->st->begin,
                   .dtype = f8 ? FF_DT_BF16 : it->src->st->dtype, .out = it->out, .ss = ss, .slots = io->slots,
-                  .write_mu = &io->write_mu, .page = buf ? 0 : (uintptr_t)sysconf(_SC_PAGESIZE)};
+                  .write_mu = &io->write_mu, .mapped = !buf};
     k.esz = ff_dtype_size(k.dtype) ? ff_dtype_size(k.dtype) : 1;
     /* one thread writes and quantizes in turn anyway: queueing saves nothing */
-    k.queue = *queued = k.page && io->nslots > 1 && k.bytes >= 2 * KEEP_CHUNK;
+    k.queue = *queued = k.mapped && io->nslots > 1 && k.bytes >= 2 * KEEP_CHUNK;
     int rc = FF_OK;
     /* a NaN in a kept tensor (a norm, an embedding, a router) serves NaN as
      * surely as one in a quantized weight: refused the same way */
