@@ -4,8 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "dtype.h"
 #include "jsonio.h"
@@ -181,12 +179,7 @@ int fp8b_decode_tensor(const ckpt *c, const ckpt_tensor *t, const ckpt_tensor *s
      * than when the executor releases the item, so a unit holds its decoded
      * copy, not both (the page cache keeps them) */
     const st_file *f = &c->files[t->file];
-    if (f->map) {
-        long pg = sysconf(_SC_PAGESIZE);
-        uint64_t a = (f->data_off + t->st->begin + (uint64_t)pg - 1) & ~(uint64_t)(pg - 1);
-        uint64_t b = (f->data_off + t->st->end) & ~(uint64_t)(pg - 1);
-        if (b > a)
-            madvise((void *)(f->map + a), b - a, MADV_DONTNEED);
-    }
+    if (f->map)
+        st_map_drop(st_data(f, t->st), t->st->end - t->st->begin);
     return FF_OK;
 }

@@ -44,7 +44,7 @@ struct ff_pool;
 /* The whole weight t (an FP8-block weight, scale its scale) as a malloc'd
  * bf16 copy [N, K] in *out, 128-row blocks spread over pool (may be NULL);
  * the bytes do not depend on it. Its FP8 pages are then dropped from the
- * mapping (MADV_DONTNEED; the page cache keeps them). */
+ * mapping (st_map_drop; the page cache keeps them). */
 int fp8b_decode_tensor(const ckpt *c, const ckpt_tensor *t, const ckpt_tensor *scale, struct ff_pool *pool,
                        uint16_t **out, ff_err *e);
 

@@ -190,8 +190,8 @@ static void *map_folio_aligned(int fd, uint64_t size)
 
 void st_map_drop(const uint8_t *p, uint64_t bytes)
 {
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + bytes) & ~(page - 1);
+    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(FOLIO_ALIGN - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(FOLIO_ALIGN - 1);
     if (hi > lo)
         madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }

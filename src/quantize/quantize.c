@@ -474,7 +474,7 @@ static void span_flush(span *s)
         if (s->advice == MADV_WILLNEED)
             prefetch_range(s->pf, s->f->map, s->f->file_size, a, b);
         else
-            madvise((void *)(s->f->map + a), b - a, s->advice);
+            st_map_drop(s->f->map + a, b - a);
     }
     s->f = NULL;
 }

@@ -1,8 +1,10 @@
 /* The read-ahead thread: what it is asked for ends up in the page cache,
  * unchanged, without staying mapped into the process; asked more than its
- * queue holds, the caller waits instead of losing ranges. */
+ * queue holds, the caller waits instead of losing ranges. And st_map_drop,
+ * which unmaps what was read in whole 2 MB blocks. */
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -148,11 +150,47 @@ static void test_without_thread_and_past_end(void)
     remove_model(&f);
 }
 
+/* 1 when the page at p is mapped into this process (pagemap's bit 63). */
+static int page_mapped(const uint8_t *p)
+{
+    uint64_t entry = 0;
+    long pg = sysconf(_SC_PAGESIZE);
+    int fd = open("/proc/self/pagemap", O_RDONLY);
+    if (fd < 0)
+        return -1;
+    off_t at = (off_t)((uintptr_t)p / (uintptr_t)pg * sizeof entry);
+    ssize_t n = pread(fd, &entry, sizeof entry, at);
+    close(fd);
+    return n == (ssize_t)sizeof entry ? (int)(entry >> 63) : -1;
+}
+
+/* Both ends round down to 2 MB: [2 MB + 100, 6 MB + 100) drops the blocks
+ * at 2 and 4 MB, and a range inside one block drops nothing, so no 2 MB
+ * folio's mapping is ever split. */
+static void test_map_drop_takes_whole_blocks(void)
+{
+    st_file f;
+    if (open_model(&f) != 0)
+        return;
+    CHECK(data_intact(&f));   /* maps every page */
+    const uint64_t mb = 1u << 20;
+    st_map_drop(f.map + 2 * mb + 100, 4 * mb);
+    st_map_drop(f.map + 7 * mb, mb / 2);
+    CHECK_EQ_INT(page_mapped(f.map + 2 * mb - 1), 1);
+    CHECK_EQ_INT(page_mapped(f.map + 2 * mb), 0);
+    CHECK_EQ_INT(page_mapped(f.map + 6 * mb - 1), 0);
+    CHECK_EQ_INT(page_mapped(f.map + 6 * mb), 1);
+    CHECK_EQ_INT(page_mapped(f.map + 7 * mb), 1);
+    CHECK(data_intact(&f));   /* dropped pages map again from the cache */
+    remove_model(&f);
+}
+
 int main(void)
 {
     RUN(test_folios_whole_file);
     RUN(test_folios_many_small_ranges);
     RUN(test_willneed_mode);
     RUN(test_without_thread_and_past_end);
+    RUN(test_map_drop_takes_whole_blocks);
     return UNIT_END();
 }
