@@ -7,8 +7,14 @@ CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 OPT     ?= -O2 -g
 DEPS_CFLAGS := $(shell pkg-config --cflags jansson libcurl 2>/dev/null)
-DEPS_LIBS   := $(shell pkg-config --libs jansson libcurl 2>/dev/null || echo -ljansson -lcurl)
+DEPS_LIBS   := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 LIBS    := $(DEPS_LIBS) -lpthread -lm
+# libcurl is opened when probe runs (src/probe/curl_api.h says why), so only
+# its header is needed here. LINK_CURL=1 links it all the same, for the wheel:
+# auditwheel bundles only what the binary links, and probe then finds it loaded.
+ifeq ($(LINK_CURL),1)
+LIBS    += -Wl,--no-as-needed $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
+endif
 LIBDIRS := $(sort $(dir $(wildcard src/*/*.c src/*/*/*.c)))
 # Library code sees the public headers and its own layers' headers; the CLI
 # and tests see the same, so a public header never needs a path prefix.

@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
-
 #include "cliopt.h"
 #include "commands.h"
 #include "probe.h"
@@ -82,10 +80,6 @@ int cmd_probe(const cli_args *args)
     probe_opts o;
     if (fill_opts(&a, &o, &e))
         return cmd_report("probe", &e);
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
-        ff_fail(&e, FF_EIO, "libcurl failed to initialise");
-        return cmd_report("probe", &e);
-    }
     probe_report rep;
     int rc = probe_run(&o, &rep, &e);
     if (rc == FF_OK) {
@@ -101,6 +95,5 @@ int cmd_probe(const cli_args *args)
         rc = rep.verdict;
     } else
         rc = cmd_report("probe", &e);
-    curl_global_cleanup();
     return rc;
 }

@@ -40,7 +40,10 @@ def _record_line(name, data):
 
 def _build_binary():
     jobs = str(max(1, (os.cpu_count() or 1)))
-    subprocess.run(["make", "-C", ROOT, "-j" + jobs, "B=" + BUILD, BUILD + "/fp4forge"], check=True)
+    # LINK_CURL=1: libcurl linked, not opened at probe time, so that
+    # auditwheel sees it and copies it into the wheel (Makefile says more)
+    subprocess.run(["make", "-C", ROOT, "-j" + jobs, "B=" + BUILD, "LINK_CURL=1", BUILD + "/fp4forge"],
+                   check=True)
     with open(os.path.join(ROOT, BUILD, "fp4forge"), "rb") as f:
         return f.read()
 

@@ -1,6 +1,5 @@
 #include "probe.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +7,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "curl_api.h"
 #include "fsutil.h"
 
 /* Short greedy requests: enough tokens to see a loop, few enough to be quick. */
@@ -73,49 +73,50 @@ static char *root_url(const char *base)
 
 /* One HTTP request; body == NULL means GET. Never fails as a function: the
  * outcome (transport error, status, body) is in *r for the classifier. */
-static void http_do(const probe_opts *o, const char *path, const char *body, http_reply *r)
+static void http_do(const curl_api *curl, const probe_opts *o, const char *path, const char *body, http_reply *r)
 {
     memset(r, 0, sizeof *r);
     char *root = root_url(o->base_url);
     size_t ulen = (root ? strlen(root) : 0) + strlen(path) + 1;
     char *url = malloc(ulen);
-    CURL *c = curl_easy_init();
+    CURL *c = curl->easy_init();
     if (!root || !url || !c) {
         r->transport = PV_UNREACHABLE;
         snprintf(r->err, sizeof r->err, "out of memory");
         goto done;
     }
     snprintf(url, ulen, "%s%s", root, path);
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    struct curl_slist *h = curl->slist_append(NULL, "Content-Type: application/json");
     char auth[1100];
     if (o->api_key) {
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", o->api_key);
-        h = curl_slist_append(h, auth);
+        h = curl->slist_append(h, auth);
     }
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(o->timeout_s * 1000));
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(o->timeout_s * 1000));
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl->easy_setopt(c, CURLOPT_URL, url);
+    curl->easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl->easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl->easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(o->timeout_s * 1000));
+    curl->easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(o->timeout_s * 1000));
+    curl->easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl->easy_setopt(c, CURLOPT_WRITEDATA, r);
     if (body)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl->easy_setopt(c, CURLOPT_POSTFIELDS, body);
     double t0 = now_s();
-    CURLcode rc = curl_easy_perform(c);
+    CURLcode rc = curl->easy_perform(c);
     r->seconds = now_s() - t0;
     if (rc == CURLE_OPERATION_TIMEDOUT) {
         r->transport = PV_TIMEOUT;
         snprintf(r->err, sizeof r->err, "no reply within %gs", o->timeout_s);
     } else if (rc != CURLE_OK) {
         r->transport = PV_UNREACHABLE;
-        snprintf(r->err, sizeof r->err, "%s", curl_easy_strerror(rc));
+        snprintf(r->err, sizeof r->err, "%s", curl->easy_strerror(rc));
     } else {
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+        curl->easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
     }
-    curl_slist_free_all(h);
+    curl->slist_free_all(h);
 done:
-    curl_easy_cleanup(c);
+    if (c)
+        curl->easy_cleanup(c);
     free(url);
     free(root);
 }
@@ -161,12 +162,12 @@ static int transport_fail(probe_check *c, const http_reply *r)
  * refused, timeouts and 502/503/504 are retried with doubling back-off inside
  * the shared --wait budget, so a starting server is waited for but a dead one
  * is never waited on for ever. */
-static void wait_ready(const probe_opts *o, probe_report *rep, const char *path, double deadline,
+static void wait_ready(const curl_api *curl, const probe_opts *o, probe_report *rep, const char *path, double deadline,
                        http_reply *r)
 {
     double backoff = BACKOFF_FIRST_S, t0 = now_s();
     for (;;) {
-        http_do(o, path, NULL, r);
+        http_do(curl, o, path, NULL, r);
         rep->attempts++;
         int loading = r->transport != PV_OK || probe_status_is_loading(r->status);
         double left = deadline - now_s();
@@ -180,12 +181,12 @@ static void wait_ready(const probe_opts *o, probe_report *rep, const char *path,
 }
 
 /* /health: 200 is ready, 404 means the server has none (not an error). */
-static int check_health(const probe_opts *o, probe_report *rep, double deadline)
+static int check_health(const curl_api *curl, const probe_opts *o, probe_report *rep, double deadline)
 {
     probe_check *c = add_check(rep, "health");
     http_reply r;
     int before = rep->attempts;
-    wait_ready(o, rep, "/health", deadline, &r);
+    wait_ready(curl, o, rep, "/health", deadline, &r);
     record(o, "health", &r);
     int tries = rep->attempts - before;
     if (r.transport != PV_OK) {
@@ -209,11 +210,11 @@ static int check_health(const probe_opts *o, probe_report *rep, double deadline)
     return c->verdict;
 }
 
-static int check_models(const probe_opts *o, probe_report *rep, double deadline)
+static int check_models(const curl_api *curl, const probe_opts *o, probe_report *rep, double deadline)
 {
     probe_check *c = add_check(rep, "models");
     http_reply r;
-    wait_ready(o, rep, "/v1/models", deadline, &r);
+    wait_ready(curl, o, rep, "/v1/models", deadline, &r);
     record(o, "models", &r);
     if (r.transport != PV_OK)
         return transport_fail(c, &r);
@@ -327,7 +328,7 @@ static json_t *build_request(const probe_opts *o, const probe_report *rep, const
 /* Sends one generation request and classifies the reply. The vision and tool
  * checks fold any failure into their own verdict, keeping the cause in the
  * detail, so a deploy script can tell "text works, images do not". */
-static int check_gen(const probe_opts *o, probe_report *rep, const char *name, ff_err *e)
+static int check_gen(const curl_api *curl, const probe_opts *o, probe_report *rep, const char *name, ff_err *e)
 {
     json_t *req = build_request(o, rep, name, e);
     if (!req)
@@ -339,7 +340,7 @@ static int check_gen(const probe_opts *o, probe_report *rep, const char *name, f
     probe_check *c = add_check(rep, name);
     int is_comp = !strcmp(name, "completions");
     http_reply r;
-    http_do(o, is_comp ? "/v1/completions" : "/v1/chat/completions", body, &r);
+    http_do(curl, o, is_comp ? "/v1/completions" : "/v1/chat/completions", body, &r);
     free(body);
     record(o, name, &r);
     if (r.transport != PV_OK)
@@ -375,6 +376,25 @@ static void settle(probe_report *rep)
         rep->verdict = rep->checks[i].verdict;
 }
 
+/* The checks in order; FF_OK however they end (the verdicts are in rep),
+ * another code when a request could not even be built. */
+static int run_checks(const curl_api *curl, const probe_opts *o, probe_report *rep, ff_err *e)
+{
+    double deadline = now_s() + (o->wait_s > 0 ? o->wait_s : 0);
+    /* Without a live, listed model nothing after would mean anything. */
+    if (check_health(curl, o, rep, deadline) || check_models(curl, o, rep, deadline)) {
+        settle(rep);
+        return FF_OK;
+    }
+    const char *gens[] = {"completions", "chat", o->vision_path ? "vision" : NULL,
+                          o->tools ? "tools" : NULL};
+    for (size_t i = 0; i < sizeof gens / sizeof *gens; i++)
+        if (gens[i] && check_gen(curl, o, rep, gens[i], e) < 0)
+            return e->code;
+    settle(rep);
+    return FF_OK;
+}
+
 int probe_run(const probe_opts *o, probe_report *rep, ff_err *e)
 {
     memset(rep, 0, sizeof *rep);
@@ -385,19 +405,12 @@ int probe_run(const probe_opts *o, probe_report *rep, ff_err *e)
         return ff_fail(e, FF_EUSAGE, "--timeout and --max-tokens must be positive");
     if (o->record_dir && fs_mkdir_p(o->record_dir, e))
         return e->code;
-    double deadline = now_s() + (o->wait_s > 0 ? o->wait_s : 0);
-    /* Without a live, listed model nothing after would mean anything. */
-    if (check_health(o, rep, deadline) || check_models(o, rep, deadline)) {
-        settle(rep);
-        return FF_OK;
-    }
-    const char *gens[] = {"completions", "chat", o->vision_path ? "vision" : NULL,
-                          o->tools ? "tools" : NULL};
-    for (size_t i = 0; i < sizeof gens / sizeof *gens; i++)
-        if (gens[i] && check_gen(o, rep, gens[i], e) < 0)
-            return e->code;
-    settle(rep);
-    return FF_OK;
+    curl_api curl;
+    if (curl_api_open(&curl, "libcurl.so.4", e))
+        return e->code;
+    int rc = run_checks(&curl, o, rep, e);
+    curl_api_close(&curl);
+    return rc;
 }
 
 /* jansson refuses strings that are not UTF-8, and a reply snippet cut at a
