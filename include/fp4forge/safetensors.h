@@ -44,12 +44,12 @@ void st_close(st_file *f);
  * again, and RSS holds what is in use instead of all that was read.
  * The range is taken in whole 2 MB blocks of the mapping, both ends rounded
  * down: the input is mapped in 2 MB folios, one page-table entry each, and
- * dropping part of one splits that entry into 512 (1,450 splits in a run
- * over 1,155 folios, 2.42 GB, when pages were dropped as asked). Rounding
- * down assumes what lies before p in its block is read, as it is when a file
- * is read from its start; a block still in use is mapped again on its next
- * read, which costs time, not bytes. What the end leaves is dropped by the
- * next call or with the mapping. */
+ * dropping part of one splits that entry into 512 (1,443 and 1,465 splits
+ * in two runs over the 2.42 GB checkpoint's ~1,156 folios when the pages
+ * asked were dropped). Rounding down assumes what lies before p in its
+ * block is read, as it is when a file is read from its start; a block still
+ * in use is mapped again on its next read, which costs time, not bytes.
+ * What the end leaves is dropped by the next call or with the mapping. */
 void st_map_drop(const uint8_t *p, uint64_t bytes);
 static inline const uint8_t *st_data(const st_file *f, const st_tensor *t)
 {
