@@ -49,7 +49,9 @@ void st_close(st_file *f);
  * asked were dropped). Rounding down assumes what lies before p in its
  * block is read, as it is when a file is read from its start; a block still
  * in use is mapped again on its next read, which costs time, not bytes.
- * What the end leaves is dropped by the next call or with the mapping. */
+ * What the end leaves is dropped by the next call or with the mapping.
+ * p must lie in a mapping st_open made: those start on a 2 MB boundary, so
+ * the rounding never leaves the file's mapping. */
 void st_map_drop(const uint8_t *p, uint64_t bytes);
 static inline const uint8_t *st_data(const st_file *f, const st_tensor *t)
 {

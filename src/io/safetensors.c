@@ -167,12 +167,14 @@ static int read_header(st_file *f, ff_err *e)
 
 /* The file mapped at a 2 MB boundary, so page-cache folios of 2 MB can be
  * mapped whole, with one page-table entry (io/prefetch.h says why that
- * matters); the kernel aligns file mappings only on filesystems that ask. */
+ * matters); the kernel aligns file mappings only on filesystems that ask.
+ * Always aligned, or not mapped: st_map_drop rounds down to 2 MB, which
+ * from an unaligned base would reach the mapping below. */
 static void *map_folio_aligned(int fd, uint64_t size)
 {
     uint8_t *span = mmap(NULL, size + FOLIO_ALIGN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (span == MAP_FAILED)
-        return mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+        return MAP_FAILED;
     uint8_t *at = (uint8_t *)(((uintptr_t)span + FOLIO_ALIGN - 1) & ~(uintptr_t)(FOLIO_ALIGN - 1));
     void *m = mmap(at, size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
     if (m == MAP_FAILED) {
