@@ -467,10 +467,9 @@ typedef struct span {
 
 static void span_flush(span *s)
 {
+    /* both take whole 2 MB blocks of the mapping themselves */
     if (s->f && s->f->map && s->hi > s->lo) {
-        long pg = sysconf(_SC_PAGESIZE);
-        uint64_t a = (s->f->data_off + s->lo) & ~(uint64_t)(pg - 1);
-        uint64_t b = s->f->data_off + s->hi;
+        uint64_t a = s->f->data_off + s->lo, b = s->f->data_off + s->hi;
         if (s->advice == MADV_WILLNEED)
             prefetch_range(s->pf, s->f->map, s->f->file_size, a, b);
         else

@@ -3,7 +3,6 @@
  * back to the caller as one error naming the file. */
 #include <fcntl.h>
 #include <pthread.h>
-#include <sys/mman.h>
 #include <sys/uio.h>
 #include <sys/stat.h>
 #include <stdint.h>
@@ -11,6 +10,7 @@
 #include <unistd.h>
 
 #include "outq.h"
+#include "safetensors.h"
 #include "shards.h"
 #include "unit.h"
 
@@ -216,19 +216,30 @@ static uint8_t *kept_bytes(void)
     return b;
 }
 
-/* A read-only mapping of a file holding tensor k's bytes. */
-static const uint8_t *map_kept_source(void)
+/* Tensor k's bytes in a one-tensor safetensors file, opened as quantize
+ * opens its input: the queue drops written pieces in whole 2 MB blocks of
+ * the mapping, which only st_open's 2 MB-aligned mappings allow. NULL when
+ * the file could not be made. */
+static const uint8_t *map_kept_source(st_file *f)
 {
-    char path[64];
-    snprintf(path, sizeof path, "%s/kept.src", dir);
+    char path[64], hdr[128];
+    snprintf(path, sizeof path, "%s/kept.safetensors", dir);
+    int n = snprintf(hdr, sizeof hdr, "{\"k\":{\"dtype\":\"U8\",\"shape\":[%u],\"data_offsets\":[0,%u]}}",
+                     KEPT, KEPT);
+    while (n % 8)
+        hdr[n++] = ' ';
+    uint64_t len = (uint64_t)n;
     uint8_t *b = kept_bytes();
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-    int ok = b && fd >= 0 && write(fd, b, KEPT) == (ssize_t)KEPT;
+    int ok = b && fd >= 0 && write(fd, &len, 8) == 8 && write(fd, hdr, (size_t)n) == n &&
+             write(fd, b, KEPT) == (ssize_t)KEPT;
     free(b);
-    void *m = ok ? mmap(NULL, KEPT, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
     if (fd >= 0)
         close(fd);
-    return m == MAP_FAILED ? NULL : m;
+    ff_err e = {0};
+    if (st_open(f, path, &e) != FF_OK || !ok)   /* opened first: f can be closed either way */
+        return NULL;
+    return st_data(f, &f->tensors[0]);
 }
 
 /* Kept bytes queued from a mapping land in place, some of them in the
@@ -240,7 +251,8 @@ static void test_mapped_pieces_land_between_rows(void)
     st_out outs[3];
     ff_err e = {0};
     CHECK(open_kept_set(&ss, outs, &e) == FF_OK);
-    const uint8_t *src = map_kept_source();
+    st_file kf;
+    const uint8_t *src = map_kept_source(&kf);
     CHECK(src != NULL);
     outq *q = outq_create(&ss, WORKERS);
     CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
@@ -254,7 +266,7 @@ static void test_mapped_pieces_land_between_rows(void)
     CHECK(bytes_match(&ss, 0) && bytes_match(&ss, 1) && bytes_match(&ss, 2));
     CHECK(src[KEPT - 1] == pattern(1, KEPT - 1));
     outq_free(q);
-    munmap((void *)src, KEPT);
+    st_close(&kf);
     shards_free(&ss);
 }
 
@@ -268,7 +280,8 @@ static void test_mapped_write_failure_is_reported(void)
     CHECK(open_kept_set(&ss, outs, &e) == FF_OK);
     close(ss.fds[0]);
     ss.fds[0] = open(ss.paths[0], O_RDONLY);
-    const uint8_t *src = map_kept_source();
+    st_file kf;
+    const uint8_t *src = map_kept_source(&kf);
     CHECK(src != NULL);
     outq *q = outq_create(&ss, 1);
     outq_queue_mapped(q, 1, src, KEPT);
@@ -276,7 +289,7 @@ static void test_mapped_write_failure_is_reported(void)
     CHECK(strstr(e.msg, ss.paths[0]) && strstr(e.msg, "write failed"));
     CHECK(outq_error(q, &e) == FF_OK);
     outq_free(q);
-    munmap((void *)src, KEPT);
+    st_close(&kf);
     shards_free(&ss);
 }
 
