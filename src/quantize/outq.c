@@ -13,10 +13,14 @@ typedef struct piece {
     size_t shard;
     uint64_t off, len;
     const uint8_t *p;
+    outq_check check;         /* mapped pieces: */
+    uint64_t at;              /* and where in its tensor the piece starts */
 } piece;
 
 /* Mapped pieces of this size: small enough that a turn's piece keeps the
- * writer away from its own rows briefly, large enough to be one pwrite. */
+ * writer away from its own rows briefly (and stays in cache from its check
+ * to its write), large enough to be one pwrite; a multiple of every element
+ * size, so a check sees whole elements. */
 #define MAPPED_PIECE (1u << 20)
 
 typedef struct qitem {
@@ -193,6 +197,13 @@ static void write_pending(outq *q)
     pthread_cond_broadcast(&q->freed);
 }
 
+static int check_then_write(const outq *q, const piece *pc, ff_err *e)
+{
+    if (pc->check.fn && pc->check.fn(pc->check.ctx, pc->check.tensor, pc->p, pc->at, pc->len, e))
+        return e->code;
+    return shards_pwrite(q->ss, pc->shard, pc->off, pc->p, pc->len, e);
+}
+
 /* Under the lock, released while writing: the oldest mapped piece. */
 static void write_one_mapped(outq *q)
 {
@@ -202,7 +213,7 @@ static void write_one_mapped(outq *q)
     q->mapped_count--;
     int skip = q->failed;
     pthread_mutex_unlock(&q->mu);
-    int rc = skip ? FF_OK : shards_pwrite(q->ss, pc.shard, pc.off, pc.p, pc.len, &e);
+    int rc = skip ? FF_OK : check_then_write(q, &pc, &e);
     if (!rc)
         st_map_drop(pc.p, pc.len);   /* RSS holds a piece, not the tensor */
     pthread_mutex_lock(&q->mu);
@@ -226,13 +237,15 @@ static int grow_mapped(outq *q)
     return 1;
 }
 
-void outq_queue_mapped(outq *q, size_t out, const uint8_t *p, uint64_t len)
+void outq_queue_mapped(outq *q, size_t out, const uint8_t *p, uint64_t len, outq_check check)
 {
     for (uint64_t at = 0; at < len; at += MAPPED_PIECE) {
         uint64_t n = len - at < MAPPED_PIECE ? len - at : MAPPED_PIECE;
         piece pc;
         ff_err e;
         int rc = place(q, out, at, n, p + at, &pc, &e);
+        pc.check = check;
+        pc.at = at;
         pthread_mutex_lock(&q->mu);
         if (!rc && q->mapped_count == q->mapped_cap && !grow_mapped(q))
             rc = ff_fail(&e, FF_EIO, "out of memory queueing %s", q->ss->outs[out].name);

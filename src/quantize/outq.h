@@ -31,14 +31,24 @@ uint8_t *outq_buffer(outq *q, int worker);
  * range past its tensor is not queued: it is the error outq_error reports. */
 void outq_submit(outq *q, int worker, const uint8_t *buf, size_t out_a, uint64_t at_a, uint64_t len_a,
                  size_t out_b, uint64_t at_b, uint64_t len_b);
+/* Checks a kept piece (bytes [at, at + len) of the caller's tensor) just
+ * before the writer writes it: FF_OK, or the failure that stops the job. */
+typedef struct outq_check {
+    int (*fn)(const void *ctx, const void *tensor, const uint8_t *p, uint64_t at, uint64_t len, ff_err *e);
+    const void *ctx, *tensor;   /* the caller's; both outlive outq_drain */
+} outq_check;
+
 /* A kept tensor's bytes, written straight from the input's mapping by
  * whichever thread takes the writer's turn: one piece a turn, after the
  * rows that wait. So it is written while the pool quantizes the next units,
  * instead of in a phase of its own in which the file's one writer left the
- * other cores waiting. p must lie in a file's mapping that stays until
- * outq_drain: each piece is dropped from it (MADV_DONTNEED) once written,
- * which reads back from the file but would zero anonymous memory. */
-void outq_queue_mapped(outq *q, size_t out, const uint8_t *p, uint64_t len);
+ * other cores waiting. Each piece is checked (check.fn, if set) in the same
+ * turn, so the check's read leaves it in cache for the write's; checked
+ * ahead of the queue, the tensor was read from memory twice. p must lie in
+ * a file's mapping that stays until outq_drain: each piece is dropped from
+ * it (MADV_DONTNEED) once written, which reads back from the file but would
+ * zero anonymous memory. */
+void outq_queue_mapped(outq *q, size_t out, const uint8_t *p, uint64_t len, outq_check check);
 /* Writes every mapped piece still queued (no pool thread may be writing:
  * between pool runs). FF_OK, or the queue's first failure. */
 int outq_drain(outq *q, ff_err *e);

@@ -256,7 +256,7 @@ static void test_mapped_pieces_land_between_rows(void)
     CHECK(src != NULL);
     outq *q = outq_create(&ss, WORKERS);
     CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
-    outq_queue_mapped(q, 1, src, KEPT);
+    outq_queue_mapped(q, 1, src, KEPT, (outq_check){0});
     run_workers(q);
     uint64_t rows_only = ss.out_abs[0] + TASKS * ROW_A;
     CHECK(atomic_load(&ss.landed[0]) > rows_only);
@@ -284,10 +284,55 @@ static void test_mapped_write_failure_is_reported(void)
     const uint8_t *src = map_kept_source(&kf);
     CHECK(src != NULL);
     outq *q = outq_create(&ss, 1);
-    outq_queue_mapped(q, 1, src, KEPT);
+    outq_queue_mapped(q, 1, src, KEPT, (outq_check){0});
     CHECK(outq_drain(q, &e) == FF_EIO);
     CHECK(strstr(e.msg, ss.paths[0]) && strstr(e.msg, "write failed"));
     CHECK(outq_error(q, &e) == FF_OK);
+    outq_free(q);
+    st_close(&kf);
+    shards_free(&ss);
+}
+
+/* What a piece check saw: where each piece began, in order. */
+typedef struct seen {
+    uint64_t at[8];
+    int n;
+} seen;
+
+/* Fails the second piece, as a NaN found there would. */
+static int check_fails_second(const void *ctx, const void *tensor, const uint8_t *p, uint64_t at, uint64_t len,
+                              ff_err *e)
+{
+    seen *s = (seen *)ctx;
+    if (s->n < 8)
+        s->at[s->n++] = at;
+    if (p[0] != pattern(1, at) || p[len - 1] != pattern(1, at + len - 1))
+        return ff_fail(e, FF_EIO, "piece at %llu is not tensor %s's bytes", (unsigned long long)at, (const char *)tensor);
+    return at == (1u << 20) ? ff_fail(e, FF_EIO, "tensor %s: bad element in piece at %llu", (const char *)tensor,
+                                      (unsigned long long)at)
+                            : FF_OK;
+}
+
+/* Each kept piece is checked, with its place in the tensor, just before its
+ * write; a failed check is the drain's error, and neither that piece nor
+ * any after it is written. */
+static void test_mapped_piece_check_stops_its_write(void)
+{
+    shard_set ss;
+    st_out outs[3];
+    ff_err e = {0};
+    CHECK(open_kept_set(&ss, outs, &e) == FF_OK);
+    st_file kf;
+    const uint8_t *src = map_kept_source(&kf);
+    CHECK(src != NULL);
+    outq *q = outq_create(&ss, 1);
+    seen s = {0};
+    uint64_t before = atomic_load(&ss.landed[0]);
+    outq_queue_mapped(q, 1, src, KEPT, (outq_check){.fn = check_fails_second, .ctx = &s, .tensor = "k"});
+    CHECK(outq_drain(q, &e) == FF_EIO);
+    CHECK(strstr(e.msg, "tensor k: bad element in piece at 1048576") != NULL);
+    CHECK(s.n == 2 && s.at[0] == 0 && s.at[1] == (1u << 20));
+    CHECK(atomic_load(&ss.landed[0]) == before + (1u << 20));
     outq_free(q);
     st_close(&kf);
     shards_free(&ss);
@@ -323,6 +368,7 @@ int main(void)
     RUN(test_reserved_shard_missing_bytes_is_refused);
     RUN(test_mapped_pieces_land_between_rows);
     RUN(test_mapped_write_failure_is_reported);
+    RUN(test_mapped_piece_check_stops_its_write);
     RUN(test_pwritev_over_many_calls_counts_every_byte);
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
