@@ -828,6 +828,10 @@ static int run_unit(const unit_ctx *x, size_t i, size_t ni, unit_job **next, ff_
  * element size, so no element straddles two chunks. */
 #define KEEP_CHUNK (4ull << 20)
 
+/* Mapped kept tensors from this size on go to the writers' turns (with two
+ * or more threads); smaller ones (norms) are gathered into one write. */
+#define KEEP_QUEUE_MIN (1ull << 20)
+
 typedef struct keep_job {
     const uint8_t *src;
     uint64_t bytes;
@@ -954,7 +958,7 @@ static int write_keep(const ckpt *c, const plan *p, const plan_item *it, const q
                   .write_mu = &io->write_mu, .mapped = !buf};
     k.esz = elem_size(k.dtype);
     /* one thread writes and quantizes in turn anyway: queueing saves nothing */
-    if ((*queued = k.mapped && io->nslots > 1 && k.bytes >= 2 * KEEP_CHUNK))
+    if ((*queued = k.mapped && io->nslots > 1 && k.bytes >= KEEP_QUEUE_MIN))
         return queue_keep(c, it, &k, io, ss, e);
     int rc = FF_OK;
     int64_t bad = keep_check_write(&k, pool, io, ss, &rc, e);
