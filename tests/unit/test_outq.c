@@ -242,55 +242,67 @@ static const uint8_t *map_kept_source(st_file *f)
     return st_data(f, &f->tensors[0]);
 }
 
+/* The kept-tensor tests' set-up: the shards, tensor k's mapped source, and
+ * a queue for `workers` threads. */
+typedef struct kept_fixture {
+    shard_set ss;
+    st_out outs[3];
+    st_file kf;
+    const uint8_t *src;
+    outq *q;
+} kept_fixture;
+
+static void kept_open(kept_fixture *f, int workers)
+{
+    ff_err e = {0};
+    CHECK(open_kept_set(&f->ss, f->outs, &e) == FF_OK);
+    f->src = map_kept_source(&f->kf);
+    CHECK(f->src != NULL);
+    f->q = outq_create(&f->ss, workers);
+    CHECK(f->q && outq_reserve(f->q, ROW_A + ROW_B) == 0);
+}
+
+static void kept_close(kept_fixture *f)
+{
+    outq_free(f->q);
+    st_close(&f->kf);
+    shards_free(&f->ss);
+}
+
 /* Kept bytes queued from a mapping land in place, some of them in the
  * writers' turns while rows are being queued (not all at the drain), and
  * the drain writes the rest; dropped from the mapping, they read back. */
 static void test_mapped_pieces_land_between_rows(void)
 {
-    shard_set ss;
-    st_out outs[3];
+    kept_fixture f;
     ff_err e = {0};
-    CHECK(open_kept_set(&ss, outs, &e) == FF_OK);
-    st_file kf;
-    const uint8_t *src = map_kept_source(&kf);
-    CHECK(src != NULL);
-    outq *q = outq_create(&ss, WORKERS);
-    CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
-    outq_queue_mapped(q, 1, src, KEPT, (outq_check){0});
-    run_workers(q);
-    uint64_t rows_only = ss.out_abs[0] + TASKS * ROW_A;
-    CHECK(atomic_load(&ss.landed[0]) > rows_only);
-    CHECK(outq_drain(q, &e) == FF_OK);
-    CHECK(atomic_load(&ss.landed[0]) == rows_only + KEPT);
-    CHECK(outq_drain(q, &e) == FF_OK);
-    CHECK(bytes_match(&ss, 0) && bytes_match(&ss, 1) && bytes_match(&ss, 2));
-    CHECK(src[KEPT - 1] == pattern(1, KEPT - 1));
-    outq_free(q);
-    st_close(&kf);
-    shards_free(&ss);
+    kept_open(&f, WORKERS);
+    outq_queue_mapped(f.q, 1, f.src, KEPT, (outq_check){0});
+    run_workers(f.q);
+    uint64_t rows_only = f.ss.out_abs[0] + TASKS * ROW_A;
+    CHECK(atomic_load(&f.ss.landed[0]) > rows_only);
+    CHECK(outq_drain(f.q, &e) == FF_OK);
+    CHECK(atomic_load(&f.ss.landed[0]) == rows_only + KEPT);
+    CHECK(outq_drain(f.q, &e) == FF_OK);
+    CHECK(bytes_match(&f.ss, 0) && bytes_match(&f.ss, 1) && bytes_match(&f.ss, 2));
+    CHECK(f.src[KEPT - 1] == pattern(1, KEPT - 1));
+    kept_close(&f);
 }
 
 /* A kept piece that cannot be written is the error the drain returns,
  * naming the file. */
 static void test_mapped_write_failure_is_reported(void)
 {
-    shard_set ss;
-    st_out outs[3];
+    kept_fixture f;
     ff_err e = {0};
-    CHECK(open_kept_set(&ss, outs, &e) == FF_OK);
-    close(ss.fds[0]);
-    ss.fds[0] = open(ss.paths[0], O_RDONLY);
-    st_file kf;
-    const uint8_t *src = map_kept_source(&kf);
-    CHECK(src != NULL);
-    outq *q = outq_create(&ss, 1);
-    outq_queue_mapped(q, 1, src, KEPT, (outq_check){0});
-    CHECK(outq_drain(q, &e) == FF_EIO);
-    CHECK(strstr(e.msg, ss.paths[0]) && strstr(e.msg, "write failed"));
-    CHECK(outq_error(q, &e) == FF_OK);
-    outq_free(q);
-    st_close(&kf);
-    shards_free(&ss);
+    kept_open(&f, 1);
+    close(f.ss.fds[0]);
+    f.ss.fds[0] = open(f.ss.paths[0], O_RDONLY);
+    outq_queue_mapped(f.q, 1, f.src, KEPT, (outq_check){0});
+    CHECK(outq_drain(f.q, &e) == FF_EIO);
+    CHECK(strstr(e.msg, f.ss.paths[0]) && strstr(e.msg, "write failed"));
+    CHECK(outq_error(f.q, &e) == FF_OK);
+    kept_close(&f);
 }
 
 /* What a piece check saw: where each piece began, in order. */
@@ -318,24 +330,17 @@ static int check_fails_second(const void *ctx, const void *tensor, const uint8_t
  * any after it is written. */
 static void test_mapped_piece_check_stops_its_write(void)
 {
-    shard_set ss;
-    st_out outs[3];
+    kept_fixture f;
     ff_err e = {0};
-    CHECK(open_kept_set(&ss, outs, &e) == FF_OK);
-    st_file kf;
-    const uint8_t *src = map_kept_source(&kf);
-    CHECK(src != NULL);
-    outq *q = outq_create(&ss, 1);
+    kept_open(&f, 1);
     seen s = {0};
-    uint64_t before = atomic_load(&ss.landed[0]);
-    outq_queue_mapped(q, 1, src, KEPT, (outq_check){.fn = check_fails_second, .ctx = &s, .tensor = "k"});
-    CHECK(outq_drain(q, &e) == FF_EIO);
+    uint64_t before = atomic_load(&f.ss.landed[0]);
+    outq_queue_mapped(f.q, 1, f.src, KEPT, (outq_check){.fn = check_fails_second, .ctx = &s, .tensor = "k"});
+    CHECK(outq_drain(f.q, &e) == FF_EIO);
     CHECK(strstr(e.msg, "tensor k: bad element in piece at 1048576") != NULL);
     CHECK(s.n == 2 && s.at[0] == 0 && s.at[1] == (1u << 20));
-    CHECK(atomic_load(&ss.landed[0]) == before + (1u << 20));
-    outq_free(q);
-    st_close(&kf);
-    shards_free(&ss);
+    CHECK(atomic_load(&f.ss.landed[0]) == before + (1u << 20));
+    kept_close(&f);
 }
 
 /* Buffers that one write call cannot take whole (each call writes at most
