@@ -45,9 +45,9 @@ typedef struct outq_check {
  * other cores waiting. Each piece is checked (check.fn, if set) in the same
  * turn, so the check's read leaves it in cache for the write's; checked
  * ahead of the queue, the tensor was read from memory twice. p must lie in
- * a file's mapping that stays until outq_drain: each piece is dropped from
- * it (MADV_DONTNEED) once written, which reads back from the file but would
- * zero anonymous memory. */
+ * a mapping st_open made that stays until outq_drain: each piece is dropped
+ * from it (st_map_drop) once written, which reads back from the file but
+ * would zero anonymous memory. */
 void outq_queue_mapped(outq *q, size_t out, const uint8_t *p, uint64_t len, outq_check check);
 /* Writes every mapped piece still queued (no pool thread may be writing:
  * between pool runs). FF_OK, or the queue's first failure. */

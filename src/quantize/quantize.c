@@ -563,7 +563,7 @@ typedef struct io_state {
     wcomb wc;
     worker_slot *slots;       /* one per pool thread */
     int nslots;
-    outq *q;                  /* streamed units' rows */
+    outq *q;                  /* streamed units' rows, queued kept tensors */
     /* Kept chunks: one pool thread writes at a time: ext4 holds the file's
      * lock for the whole buffered write, and a second writer spins on it in
      * the kernel (28% of a run's CPU when they did); waiting here sleeps. */
@@ -822,8 +822,9 @@ static int run_unit(const unit_ctx *x, size_t i, size_t ni, unit_job **next, ff_
     return rc;
 }
 
-/* Kept tensors of at least two chunks are checked and written chunk by
- * chunk on the pool: an embedding is hundreds of MB that one thread would
+/* Kept tensors not queued (one thread, or a decoded or loaded copy) of at
+ * least two chunks are checked and written chunk by chunk on the pool: an
+ * embedding is hundreds of MB that one thread would
  * otherwise scan and copy while the others wait. A multiple of every
  * element size, so no element straddles two chunks. */
 #define KEEP_CHUNK (4ull << 20)
@@ -862,6 +863,14 @@ static size_t elem_size(ff_dtype t)
     return ff_dtype_size(t) ? ff_dtype_size(t) : 1;
 }
 
+/* The first non-finite element of bytes [at, at + n) of a kept tensor, as
+ * its index in the whole tensor; -1: none. */
+static int64_t kept_first_bad_at(ff_dtype t, size_t esz, const uint8_t *p, uint64_t at, uint64_t n)
+{
+    int64_t bad = kept_first_nonfinite(t, p, n / esz);
+    return bad < 0 ? -1 : (int64_t)(at / esz) + bad;
+}
+
 /* a NaN in a kept tensor (a norm, an embedding, a router) serves NaN as
  * surely as one in a quantized weight: refused the same way */
 static int kept_nonfinite_fail(ff_err *e, const ckpt *c, const ckpt_tensor *t, int64_t element)
@@ -876,17 +885,15 @@ static int check_kept_piece(const void *ctx, const void *tensor, const uint8_t *
                             ff_err *e)
 {
     const ckpt_tensor *t = tensor;
-    size_t esz = elem_size(t->st->dtype);
-    int64_t bad = kept_first_nonfinite(t->st->dtype, p, len / esz);
-    return bad < 0 ? FF_OK : kept_nonfinite_fail(e, ctx, t, (int64_t)(at / esz) + bad);
+    int64_t bad = kept_first_bad_at(t->st->dtype, elem_size(t->st->dtype), p, at, len);
+    return bad < 0 ? FF_OK : kept_nonfinite_fail(e, ctx, t, bad);
 }
 
 static void keep_chunk_task(void *ctx, size_t t, int worker)
 {
     keep_job *k = ctx;
     uint64_t at = t * KEEP_CHUNK, n = k->bytes - at < KEEP_CHUNK ? k->bytes - at : KEEP_CHUNK;
-    int64_t bad = kept_first_nonfinite(k->dtype, k->src + at, n / k->esz);
-    k->first_bad[t] = bad < 0 ? -1 : (int64_t)(at / k->esz) + bad;
+    k->first_bad[t] = kept_first_bad_at(k->dtype, k->esz, k->src + at, at, n);
     worker_slot *w = &k->slots[worker];
     pthread_mutex_lock(k->write_mu);
     if (!w->failed && shards_write_part(k->ss, k->out, at, k->src + at, n, &w->err))
