@@ -92,6 +92,10 @@ typedef struct ff_layer {
     int has_kv;          /* 0: reads the KV of an earlier layer (no k/v projections) */
     int k_is_v;          /* the checkpoint has no v_proj: V is computed from K */
     int64_t intermediate;/* dense MLP width (0 on MoE-only layers) */
+    /* A linear-attention (Gated DeltaNet) layer keeps a fixed recurrent
+     * state per sequence instead of a KV cache per token: its bytes, as
+     * vLLM allocates them (conv state + temporal state). 0 elsewhere. */
+    int64_t state_bytes;
 } ff_layer;
 
 #define FF_MAX_LAYERS 512
@@ -129,6 +133,10 @@ typedef struct synth_geom {
     int64_t shared_intermediate;  /* shared expert MLP width; 0 = none */
     int dense_layers;             /* leading dense (non-MoE) layers */
     int mtp_layers;               /* multi-token-prediction layers after the last decoder layer */
+    /* Gated-DeltaNet linear attention (Qwen3.5, Qwen3-Next): heads and head
+     * widths of its keys and values, and the causal conv's kernel */
+    int linear_k_heads, linear_v_heads, linear_k_dim, linear_v_dim, conv_kernel;
+    int ssm_fp32;                 /* the config asks for a float32 recurrent state */
     uint64_t seed;
     char preset[32];              /* the --arch preset, for families with several */
 } synth_geom;

@@ -76,7 +76,9 @@ typedef struct fit_report {
     uint64_t kv_full_per_token;    /* all full layers together */
     uint64_t kv_sliding_per_token; /* all sliding layers together, while within their window */
     int64_t sliding_tokens;        /* tokens a sliding layer holds at the asked context */
-    uint64_t kv_bytes;             /* KV at the asked context x max_seqs */
+    uint64_t kv_bytes;             /* KV at the asked context x max_seqs, recurrent state included */
+    int state_layers;              /* linear-attention layers: a fixed state, no KV per token */
+    uint64_t state_per_seq;        /* their state, all layers together, for one sequence */
     uint64_t act_reserve, enc_reserve;
     int act_estimated, enc_estimated;
     double budget;                 /* bytes this seat may use; 0 = unknown */
@@ -92,7 +94,7 @@ typedef struct fit_report {
 int fit_kv_kinds(const ff_geometry *g, const fit_opts *o, fit_kv_kind *kinds, int max, ff_err *e);
 /* Tokens a sliding layer holds for one sequence of `context` tokens. */
 int64_t fit_sliding_tokens(int64_t context, int64_t window, int64_t batched, int64_t block);
-/* KV bytes for max_seqs sequences of `context` tokens. */
+/* KV bytes for max_seqs sequences of `context` tokens (with the recurrent state). */
 uint64_t fit_kv_bytes(const fit_report *r, int64_t context);
 /* Adds one tensor to a weight tally by name. */
 /* The matcher (may be NULL) tells a vision/audio tower's tensors apart. */

@@ -71,6 +71,8 @@ int fit_kv_kinds(const ff_geometry *g, const fit_opts *o, fit_kv_kind *kinds, in
     int n = 0;
     for (int i = 0; i < g->layers; i++) {
         const ff_layer *l = &g->layer[i];
+        if (l->state_bytes > 0)
+            continue;       /* a recurrent layer: its state is counted apart */
         fit_kv_kind k = {.full = l->full, .kv_heads = l->kv_heads, .head_dim = l->head_dim,
                          .tensors = layer_tensors(l, o), .k_is_v = l->k_is_v, .count = 1};
         k.bytes_per_token = (uint64_t)k.tensors * (uint64_t)k.kv_heads * (uint64_t)k.head_dim *
@@ -124,7 +126,8 @@ uint64_t fit_kv_bytes(const fit_report *r, int64_t context)
                                : fit_sliding_tokens(context, r->window, r->o.batched_tokens, k->block);
         one += k->bytes_per_token * (uint64_t)k->count * (uint64_t)held;
     }
-    return one * (uint64_t)r->o.max_seqs;
+    /* linear-attention layers hold one state a sequence, whatever its length */
+    return (one + r->state_per_seq) * (uint64_t)r->o.max_seqs;
 }
 
 /* The kind with the most bytes per token keeps --block-size. */
@@ -251,6 +254,11 @@ static int kv_from_config(fit_report *r, const ff_geometry *g, ff_err *e)
         else
             r->kv_sliding_per_token += b;
     }
+    for (int i = 0; i < g->layers; i++)
+        if (g->layer[i].state_bytes > 0) {
+            r->state_layers++;
+            r->state_per_seq += (uint64_t)g->layer[i].state_bytes;
+        }
     r->window = g->sliding_window;
     for (int i = 0; i < n; i++)
         if (!r->kinds[i].full && !r->sliding_tokens)
@@ -367,6 +375,9 @@ static void print_kv(const fit_report *r, FILE *out)
     fprintf(out, "  per token: full %llu B + sliding %llu B (sliding layers hold %lld tokens at %lld; window %lld)\n",
             (unsigned long long)r->kv_full_per_token, (unsigned long long)r->kv_sliding_per_token,
             (long long)r->sliding_tokens, (long long)r->o.context, (long long)r->window);
+    if (r->state_layers)
+        fprintf(out, "  linear-attention layers: %d, a fixed state of %llu B a sequence for all of them (no KV per token)\n",
+                r->state_layers, (unsigned long long)r->state_per_seq);
     fprintf(out, "  KV at %lld tokens x %d seq, in whole blocks: %llu B = %.3f GiB\n", (long long)r->o.context,
             r->o.max_seqs, (unsigned long long)r->kv_bytes, gib(r->kv_bytes));
 }
@@ -444,6 +455,8 @@ json_t *fit_to_json(const fit_report *r)
     json_object_set_new(j, "sliding_window", json_integer(r->window));
     json_object_set_new(j, "sliding_tokens", json_integer(r->sliding_tokens));
     json_object_set_new(j, "kv_bytes", json_integer((json_int_t)r->kv_bytes));
+    json_object_set_new(j, "linear_attention_layers", json_integer(r->state_layers));
+    json_object_set_new(j, "state_bytes_per_seq", json_integer((json_int_t)r->state_per_seq));
     json_object_set_new(j, "activation_reserve", json_integer((json_int_t)r->act_reserve));
     json_object_set_new(j, "encoder_reserve", json_integer((json_int_t)r->enc_reserve));
     json_object_set_new(j, "budget", r->budget > 0 ? json_integer((json_int_t)r->budget) : json_null());

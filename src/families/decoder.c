@@ -6,6 +6,35 @@
 
 #include "jsonio.h"
 
+/* A layer is Gated-DeltaNet linear attention when layer_types says so, or,
+ * in configs that give only full_attention_interval (transformers derives
+ * layer_types from it the same way), when it is not every interval-th. */
+static int is_linear_attention(const json_t *config, const char *type, int layer)
+{
+    if (type)
+        return strcmp(type, "linear_attention") == 0;
+    int64_t every = jsonio_int(config, "full_attention_interval", 0);
+    return every > 0 && (layer + 1) % every != 0;
+}
+
+/* vLLM's Gated-DeltaNet state for one sequence (mamba_utils'
+ * gated_delta_net_state_shape): the causal conv's last kernel-1 inputs over
+ * q, k and v, and the temporal state, v heads x k dim x v dim, both in the
+ * model's dtype (bf16), the latter in float32 where the config's
+ * mamba_ssm_dtype says so (Qwen3.5). */
+static int64_t linear_attention_state(const json_t *config)
+{
+    int64_t kh = jsonio_int(config, "linear_num_key_heads", 0), vh = jsonio_int(config, "linear_num_value_heads", 0);
+    int64_t kd = jsonio_int(config, "linear_key_head_dim", 0), vd = jsonio_int(config, "linear_value_head_dim", 0);
+    int64_t kernel = jsonio_int(config, "linear_conv_kernel_dim", 4);
+    if (kh <= 0 || vh <= 0 || kd <= 0 || vd <= 0 || kernel <= 0)
+        return 0;
+    /* Qwen3.5's config asks for a float32 temporal state (mamba_ssm_dtype) */
+    const char *ssm = jsonio_str(config, "mamba_ssm_dtype", jsonio_str(config, "mamba_ssm_cache_dtype", "auto"));
+    int64_t ssm_bytes = strcmp(ssm, "float32") == 0 ? 4 : 2;
+    return (kernel - 1) * (2 * kh * kd + vh * vd) * 2 + vh * kd * vd * ssm_bytes;
+}
+
 int ff_decoder_geometry(const json_t *config, ff_geometry *g, ff_err *e)
 {
     memset(g, 0, sizeof *g);
@@ -28,10 +57,18 @@ int ff_decoder_geometry(const json_t *config, ff_geometry *g, ff_err *e)
     if (types && (!json_is_array(types) || (int)json_array_size(types) != g->layers))
         return ff_fail(e, FF_EIO, "config.json: layer_types has %zu entries for %d layers", json_array_size(types),
                        g->layers);
+    int64_t state = linear_attention_state(config);
     for (int i = 0; i < g->layers; i++) {
         const char *type = types ? json_string_value(json_array_get(types, (size_t)i)) : NULL;
         int full = type ? strcmp(type, "sliding_attention") != 0 : !(use_window && window > 0 && i >= from);
         g->layer[i] = (ff_layer){.full = full, .head_dim = hd, .kv_heads = kv, .has_kv = 1, .intermediate = inter};
+        if (is_linear_attention(config, type, i)) {
+            if (state <= 0)
+                return ff_fail(e, FF_EIO, "config.json: layer %d is linear attention but linear_num_key_heads, "
+                                          "linear_num_value_heads or their head dims are missing", i);
+            g->layer[i].has_kv = 0;
+            g->layer[i].state_bytes = state;
+        }
     }
     return FF_OK;
 }

@@ -16,6 +16,8 @@
     X(glm4_moe)            \
     X(llama4)              \
     X(deepseek_v3)         \
+    X(qwen3_5)             \
+    X(qwen3_next)          \
     /* end of the table */
 
 #define DECLARE_FAMILY(name) extern const ff_family ff_family_##name;

@@ -13,6 +13,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ap = argparse.ArgumentParser()
 ap.add_argument("name"); ap.add_argument("qdir"); ap.add_argument("ref"); ap.add_argument("kl_max", type=float)
 ap.add_argument("--bf16"); ap.add_argument("--linearized", action="store_true"); ap.add_argument("--peer")
+# the peer's norms differ by llm-compressor's offset-norm round trip (llmc_compare.py
+# --offset-norms checks each bit for bit): its logits are compared once with its own norms
+# (reported) and once with fp4forge's norms put back (must be equal)
+ap.add_argument("--peer-offset-norms", action="store_true")
 a = ap.parse_args()
 
 import torch
@@ -131,5 +135,15 @@ if a.peer:
         pm = load_plain(a.peer)
     pl, px = run(pm)
     d = max((pl - ql).abs().max().item(), (px - qx).abs().max().item())
+    if a.peer_offset_norms:
+        print(f"  llm-compressor output with its round-tripped norms: max |logits diff| = {d:g}, "
+              f"KL(bf16||llmc)={kl(ref['logits'], pl):.6f} (info only)")
+        ours = dict(model.named_parameters())
+        with torch.no_grad():
+            swapped = [n for n, p in pm.named_parameters() if "norm" in n and n in ours and p.dtype == ours[n].dtype
+                       and not torch.equal(p, ours[n]) and p.copy_(ours[n]) is not None]
+        pl, px = run(pm)
+        d = max((pl - ql).abs().max().item(), (px - qx).abs().max().item())
+        print(f"  {len(swapped)} norm tensors of the llm-compressor output set to fp4forge's (the source's)")
     res(d == 0.0, "logits_equal_llmc", f"max |logits(fp4forge) - logits(llm-compressor output)| = {d:g} over {ids.shape[1] + extra.shape[1]} tokens, KL(bf16||llmc)={kl(ref['logits'], pl):.6f}")
 sys.exit(rc)

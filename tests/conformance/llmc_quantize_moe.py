@@ -16,8 +16,17 @@ IGNORE = {  # llm-compressor's examples: routers (and shared-expert gates) stay 
     "mixtral": ["lm_head", "re:.*block_sparse_moe.gate"],
     "glm4_moe": ["lm_head", "re:.*mlp.gate$"],
     "llama4": ["re:.*lm_head", "re:.*router", "re:vision_model.*", "re:multi_modal_projector.*"],
+    "llama4_text": ["re:.*lm_head", "re:.*router"],
+    # examples/quantization_w4a16_fp4/qwen3_5 (Qwen3.5-122B-A10B, Qwen3.6-35B-A3B): "no need to ignore mtp"
+    "qwen3_5_moe": ["re:.*lm_head", "re:visual.*", "re:model.visual.*", "re:.*mlp.gate$", "re:.*embed_tokens$",
+                    "re:.*shared_expert_gate$", "re:.*linear_attn.*"],
+    "qwen3_5": ["lm_head", "re:.*visual.*", "re:.*linear_attn.*"],   # its Qwen3.5-27B example
+    "qwen3_next": ["lm_head", "re:.*mlp.gate$", "re:.*mlp.shared_expert_gate$", "re:.*linear_attn.*"],
+    "minimax_m2": ["lm_head", "re:.*block_sparse_moe.gate$"],
+    "glm4_moe_lite": ["lm_head", "re:.*mlp.gate$"],
 }[fam]
-cls = transformers.AutoModelForImageTextToText if fam == "llama4" else transformers.AutoModelForCausalLM
+VISION = ("llama4", "qwen3_5_moe")
+cls = transformers.AutoModelForImageTextToText if fam in VISION else transformers.AutoModelForCausalLM
 t0 = time.time()
 m = cls.from_pretrained(src, dtype=torch.bfloat16)
 oneshot(model=m, recipe=QuantizationModifier(targets="Linear", scheme="NVFP4A16", ignore=IGNORE))

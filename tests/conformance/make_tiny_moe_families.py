@@ -1,7 +1,9 @@
 """Tiny random MoE models of the families fp4forge added, saved by transformers 5.17
 (the real names and config keys, scaled down; head_dim 32, bf16, seed 0).
 usage: make_tiny_moe_families.py FAMILY OUT_DIR
-FAMILY: qwen3_moe | qwen2_moe | mixtral | glm4_moe | llama4
+FAMILY: qwen3_moe | qwen2_moe | mixtral | glm4_moe | llama4 | qwen3_5_moe | qwen3_5 | qwen3_next |
+        minimax_m2 | glm4_moe_lite | llama4_text
+(qwen3_5_moe is the image-text model Qwen3.5/3.6 MoE ships as; qwen3_5 the dense causal LM)
 Non-trivial norms and biases (random init leaves them 1/0), and OUT_DIR/ref_logits.pt
 ({"ids", "logits"}) from the bf16 model for hf_load_kl.py."""
 import sys, torch, transformers as T
@@ -31,6 +33,34 @@ elif fam == "llama4":
         hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=56,
         patch_size=14, vision_output_dim=64, projector_input_dim=64, projector_output_dim=64))
     M = T.Llama4ForConditionalGeneration
+elif fam in ("qwen3_5_moe", "qwen3_5", "qwen3_next"):
+    # Gated-DeltaNet layers 0-2, full attention at 3; linear heads small but real-shaped
+    lin = dict(base, num_hidden_layers=4, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+               linear_value_head_dim=16, linear_conv_kernel_dim=4)
+    moe = dict(moe_intermediate_size=32, shared_expert_intermediate_size=32, num_experts=4, num_experts_per_tok=2)
+    if fam == "qwen3_5_moe":
+        cfg = T.Qwen3_5MoeConfig(text_config=dict(lin, **moe), vision_config=dict(
+            depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=16,
+            temporal_patch_size=2, spatial_merge_size=2))
+        M = T.Qwen3_5MoeForConditionalGeneration
+    elif fam == "qwen3_5":
+        cfg, M = T.Qwen3_5TextConfig(**lin, intermediate_size=96), T.Qwen3_5ForCausalLM
+    else:
+        cfg, M = T.Qwen3NextConfig(**lin, intermediate_size=96, **moe, mlp_only_layers=[1]), T.Qwen3NextForCausalLM
+elif fam == "minimax_m2":
+    cfg, M = T.MiniMaxM2Config(**base, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
+                               use_qk_norm=True), T.MiniMaxM2ForCausalLM
+elif fam == "glm4_moe_lite":
+    mla = dict(base, head_dim=None)
+    del mla["head_dim"]
+    cfg, M = T.Glm4MoeLiteConfig(**mla, intermediate_size=96, moe_intermediate_size=32, n_routed_experts=4,
+                                 n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=1, n_group=1,
+                                 topk_group=1, q_lora_rank=32, kv_lora_rank=32, qk_rope_head_dim=16,
+                                 qk_nope_head_dim=32, v_head_dim=32), T.Glm4MoeLiteForCausalLM
+elif fam == "llama4_text":
+    cfg = T.Llama4TextConfig(**base, intermediate_size=32, intermediate_size_mlp=96, num_local_experts=4,
+                             num_experts_per_tok=1, interleave_moe_layer_step=2, attention_chunk_size=128)
+    M = T.Llama4ForCausalLM
 else:
     sys.exit(f"unknown family {fam}")
 torch.manual_seed(0)

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Conformance: the MoE families (qwen3_moe, qwen2_moe, mixtral, glm4_moe, llama4) on
+# Conformance: the MoE families (qwen3_moe, qwen2_moe, mixtral, glm4_moe, llama4) and the 2026
+# ones (qwen3_5_moe with its vision tower, qwen3_5 dense, qwen3_next, minimax_m2,
+# glm4_moe_lite, llama4_text) on
 # tiny random models saved by transformers 5.17 (make_tiny_moe_families.py). Per model:
 # fp4forge quantize, --threads 1 vs 2 identity, ct_match.py (compressed-tensors'
 # compressor on the same bf16 weights, its fused observer groups; its decompressor vs
@@ -10,13 +12,14 @@ set -u
 cd "$(dirname "$0")/../.."
 . tests/conformance/conf_lib.sh
 [ -x "$FF" ] || { echo "FAIL moe_families_ff_binary (no $FF; run make)"; exit 1; }
-for fam in ${FP4FORGE_MOE_FAMILIES:-qwen3_moe qwen2_moe mixtral glm4_moe llama4}; do
+ALL="qwen3_moe qwen2_moe mixtral glm4_moe llama4 qwen3_5_moe qwen3_5 qwen3_next minimax_m2 glm4_moe_lite llama4_text"
+for fam in ${FP4FORGE_MOE_FAMILIES:-$ALL}; do
     D=$WORK/$fam; rm -rf "$D"; mkdir -p "$D"
     pyrun ${fam}_make "$D" $CONF/make_tiny_moe_families.py $fam "$D/src" > /dev/null
     [ -f "$D/src/model.safetensors" ] || { echo "FAIL ${fam}_make ($(tail -1 "$D/${fam}_make.err" | cut -c1-200))"; rc=1; continue; }
     quantize_and_threads $fam "$D/src" "$D/ff" || continue
     DEQ=$(dequantize "$D/ff" "$D/ff-deq" $fam) || DEQ=
-    export CT_TRANSPOSED_EXPERTS=$([ $fam = llama4 ] && echo 1 || echo 0)
+    export CT_TRANSPOSED_EXPERTS=$(case $fam in llama4|llama4_text) echo 1;; *) echo 0;; esac)
     pyrun ${fam}_ct "$D" $CONF/ct_match.py $fam "$D/src" "$D/ff" $DEQ
     pyrun ${fam}_llmc_quantize "$D" $CONF/llmc_quantize_moe.py $fam "$D/src" "$D/llmc" > /dev/null
     # text-only families load as causal LMs under llm-compressor's linearized
@@ -24,9 +27,13 @@ for fam in ${FP4FORGE_MOE_FAMILIES:-qwen3_moe qwen2_moe mixtral glm4_moe llama4}
     # place for per-expert packed weights and scales (llm-compressor's output
     # loads the same way); Llama-4 as the image-text model it is
     WRAP=($CONF/causal_lm.py); LIN=(--linearized); [ $fam = llama4 ] && WRAP=() && LIN=()
+    [ $fam = qwen3_5_moe ] && WRAP=()
+    # Qwen3.5 / Qwen3-Next norms compute x * (1 + w): llm-compressor round-trips w through
+    # bf16(1 + w) (llmc_compare.py --offset-norms says how, and checks it bit for bit)
+    OFFSET=(); PEER_NORMS=(); case $fam in qwen3_5*|qwen3_next) OFFSET=(--offset-norms); PEER_NORMS=(--peer-offset-norms);; esac
     if [ -f "$D/llmc/model.safetensors" ]; then
-        pyrun ${fam}_llmc "$D" $CONF/llmc_compare.py ${fam}_llmc "$D/ff" "$D/llmc"
-        PEER=(--peer "$D/llmc")
+        pyrun ${fam}_llmc "$D" $CONF/llmc_compare.py ${fam}_llmc "$D/ff" "$D/llmc" "${OFFSET[@]}"
+        PEER=(--peer "$D/llmc" "${PEER_NORMS[@]}")
     else
         echo "FAIL ${fam}_llmc_quantize ($(tail -1 "$D/${fam}_llmc_quantize.err" | cut -c1-200))"; rc=1; PEER=()
     fi
