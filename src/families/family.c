@@ -18,6 +18,7 @@
     X(deepseek_v3)         \
     X(qwen3_5)             \
     X(qwen3_next)          \
+    X(minimax_m2)          \
     /* end of the table */
 
 #define DECLARE_FAMILY(name) extern const ff_family ff_family_##name;

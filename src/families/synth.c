@@ -126,9 +126,9 @@ static void fill_chunk(void *ctx, size_t c)
     }
 }
 
-/* --source fp8-block: which tensors are stored FP8 (DeepSeek-V3's published
- * layout: every decoder-layer projection, not the router, the embeddings,
- * the norms or lm_head). */
+/* --source fp8-block: which tensors are stored FP8 (DeepSeek-V3's and
+ * MiniMax-M2's published layouts: every decoder-layer projection and expert
+ * w1/w2/w3, not the router, the embeddings, the norms or lm_head). */
 static int is_fp8(const synth_tensor *t)
 {
     size_t n = strlen(t->name);
@@ -138,7 +138,8 @@ static int is_fp8(const synth_tensor *t)
     while (last > t->name && *last != '.')
         last--;
     const char *proj = strstr(last, "proj");   /* q_a_proj, kv_a_proj_with_mqa, eh_proj, ... */
-    return proj && proj < t->name + n - 7;
+    int w123 = last[0] == '.' && last[1] == 'w' && last[2] >= '1' && last[2] <= '3' && last[3] == '.';
+    return w123 || (proj && proj < t->name + n - 7);
 }
 
 #define FP8_BLK 128

@@ -363,6 +363,25 @@ static int has_module_tensor(const ckpt *c, const char *module)
     return ckpt_find(c, name) != NULL;
 }
 
+/* A family may name an implicit module in each layout it reads (Llama-4's
+ * language_model.lm_head and the text-only lm_head): one applies only when
+ * its parent holds tensors in this checkpoint and no module of that name is
+ * in the ignore list already. */
+static int implicit_applies(const plan *p, const ckpt *c, const char *module)
+{
+    const char *dot = strrchr(module, '.'), *last = dot ? dot + 1 : module;
+    size_t plen = dot ? (size_t)(dot - module) + 1 : 0, llen = strlen(last);
+    int parent = plen == 0;
+    for (size_t i = 0; !parent && i < c->ntensors; i++)
+        parent = strncmp(c->tensors[i].st->name, module, plen) == 0;
+    for (size_t i = 0; parent && i < p->nignore; i++) {
+        size_t n = strlen(p->ignore[i]);
+        if (n >= llen && strcmp(p->ignore[i] + n - llen, last) == 0 && (n == llen || p->ignore[i][n - llen - 1] == '.'))
+            return 0;
+    }
+    return parent;
+}
+
 /* The quantized module's output name: the source's, or with its last
  * component replaced by the rule's out_name. malloc'd; NULL if out of memory. */
 static char *output_module(const decision *d)
@@ -579,7 +598,7 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
         return rc;
     /* A tied lm_head has no tensor but is still a Linear module left alone. */
     for (const char *const *m = p->fam->implicit_ignore; m && *m; m++) {
-        if (has_module_tensor(c, *m))
+        if (has_module_tensor(c, *m) || !implicit_applies(p, c, *m))
             continue;
         char *copy = strdup(*m);
         if (!copy || PUSH(p, ignore, copy)) {

@@ -29,6 +29,11 @@ VISION = ("llama4", "qwen3_5_moe")
 cls = transformers.AutoModelForImageTextToText if fam in VISION else transformers.AutoModelForCausalLM
 t0 = time.time()
 m = cls.from_pretrained(src, dtype=torch.bfloat16)
+if fam == "llama4_text":
+    # llm-compressor 0.14's Llama-4 expert linearization (modeling/moe/llama4.py:29) reads
+    # config.text_config, which only the image-text model's config has: the text-only
+    # Llama4ForCausalLM raises AttributeError there. Its text config is that config itself.
+    m.config.text_config = m.config
 oneshot(model=m, recipe=QuantizationModifier(targets="Linear", scheme="NVFP4A16", ignore=IGNORE))
 m.save_pretrained(dst, save_compressed=True)
 print(f"llmc_quantize_moe: {fam} -> {dst} in {time.time()-t0:.1f} s")

@@ -28,6 +28,7 @@ for fam in ${FP4FORGE_MOE_FAMILIES:-$ALL}; do
     # loads the same way); Llama-4 as the image-text model it is
     WRAP=($CONF/causal_lm.py); LIN=(--linearized); [ $fam = llama4 ] && WRAP=() && LIN=()
     [ $fam = qwen3_5_moe ] && WRAP=()
+    [ $fam = llama4_text ] && LIN=()
     # Qwen3.5 / Qwen3-Next norms compute x * (1 + w): llm-compressor round-trips w through
     # bf16(1 + w) (llmc_compare.py --offset-norms says how, and checks it bit for bit)
     OFFSET=(); PEER_NORMS=(); case $fam in qwen3_5*|qwen3_next) OFFSET=(--offset-norms); PEER_NORMS=(--peer-offset-norms);; esac
@@ -39,5 +40,14 @@ for fam in ${FP4FORGE_MOE_FAMILIES:-$ALL}; do
     fi
     pyrun ${fam}_hf "$D" "${WRAP[@]}" $CONF/hf_load_kl.py ${fam}_hf "$D/ff" "$D/src/ref_logits.pt" 0.01 \
         --bf16 "$D/src" "${LIN[@]}" "${PEER[@]}"
+    # MiniMax-M2 ships FP8-block: one pass over that source == quantizing its bf16 copy,
+    # and == llm-compressor's oneshot of the bf16 copy
+    if [ $fam = minimax_m2 ]; then
+        pyrun minimax_fp8 "$D" $CONF/t_minimax_fp8.py "$FF" "$D"
+        if [ -d "$D/ff-fp8" ]; then
+            pyrun minimax_fp8_llmc_quantize "$D" $CONF/llmc_quantize_moe.py minimax_m2 "$D/ref-bf16" "$D/llmc-ref" > /dev/null
+            [ -f "$D/llmc-ref/model.safetensors" ] && pyrun minimax_fp8_llmc "$D" $CONF/llmc_compare.py minimax_fp8_llmc "$D/ff-fp8" "$D/llmc-ref"
+        fi
+    fi
 done
 exit $rc

@@ -1,5 +1,6 @@
-/* Llama-4 (Llama4ForConditionalGeneration: Scout, Maverick). The text model
- * lives under language_model.model; MoE layers (text_config.moe_layers, or
+/* Llama-4 (Llama4ForConditionalGeneration: Scout, Maverick, and the text-only
+ * Llama4ForCausalLM, llama4_text). The text model lives under
+ * language_model.model (model. in the text-only layout); MoE layers (text_config.moe_layers, or
  * every interleave_moe_layer_step-th) hold fused experts stored transposed
  * for a bmm, feed_forward.experts.gate_up_proj [E, H, 2I] and down_proj
  * [E, I, H], split per expert into the names vLLM's Llama-4 loader maps
@@ -14,7 +15,7 @@
 #include "family.h"
 #include "jsonio.h"
 
-#define LM "^language_model\\.model\\.layers\\.[0-9]+\\."
+#define LM "^(language_model\\.)?model\\.layers\\.[0-9]+\\."
 
 static const ff_rule llama4_rules[] = {
     FF_TOWER("^vision_model\\..*(_proj|fc[12]|linear)\\.weight$", "vision", 1),
@@ -28,9 +29,9 @@ static const ff_rule llama4_rules[] = {
     FF_QUANT(LM "feed_forward\\.shared_expert\\.(gate|up)_proj\\.weight$", "shared_expert", "gate_up"),
     FF_QUANT(LM "feed_forward\\.shared_expert\\.down_proj\\.weight$", "shared_expert", NULL),
     FF_DENSE_MLP_ROWS(LM, "feed_forward"),
-    FF_KEEP("^language_model\\.model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
+    FF_KEEP("^(language_model\\.)?model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
     FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
-    FF_KEEP_LINEAR("^language_model\\.lm_head\\.weight$", "lm_head", GUARD_FIXED),
+    FF_KEEP_LINEAR("^(language_model\\.)?lm_head\\.weight$", "lm_head", GUARD_FIXED),
 };
 
 static int llama4_matches(const json_t *config)
@@ -257,7 +258,7 @@ static int llama4_synth_aux(const synth_geom *g, const char *dir, ff_err *e)
     return rc;
 }
 
-static const char *const llama4_implicit_ignore[] = {"language_model.lm_head", NULL};
+static const char *const llama4_implicit_ignore[] = {"language_model.lm_head", "lm_head", NULL};
 
 const ff_family ff_family_llama4 = {
     .name = "llama4",

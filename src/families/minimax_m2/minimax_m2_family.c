@@ -1,0 +1,174 @@
+/* MiniMax-M2 (MiniMaxM2ForCausalLM, minimax_m2; M2, M2.1, M2.5): Mixtral's
+ * layout with a sparse block on every layer, block_sparse_moe.experts.E.
+ * {w1,w2,w3} (w1 the gate, w3 the up: vLLM loads them into w13, so they share
+ * one global scale), the sigmoid router block_sparse_moe.gate with its
+ * e_score_correction_bias (both kept: quantized, a router serves NaN), and
+ * q_norm / k_norm over all heads at once. The published checkpoint is
+ * FP8-block (128 x 128, weight_scale_inv) on every attention projection and
+ * expert, read through the FP8-block decoder in the same pass. Quantized
+ * experts are written as experts.E.{gate,up,down}_proj, the names
+ * llm-compressor's linearized experts use and vLLM's expert mapping reads.
+ * Layers past num_hidden_layers (MTP modules) are kept, Linears in ignore. */
+#include <string.h>
+
+#include "decoder.h"
+#include "family.h"
+#include "jsonio.h"
+
+#define LM "^model\\.layers\\.[0-9]+\\."
+
+static const ff_rule minimax_m2_rules[] = {
+    FF_DENSE_ATTENTION_ROWS(LM),
+    FF_EXPERT_AS(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w1\\.weight$", "w13", "gate_proj"),
+    FF_EXPERT_AS(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w3\\.weight$", "w13", "up_proj"),
+    FF_EXPERT_AS(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w2\\.weight$", NULL, "down_proj"),
+    /* the output names, so verify and repair-scales find each expert's pair */
+    FF_EXPERT(LM "block_sparse_moe\\.experts\\.[0-9]+\\.(gate|up)_proj\\.weight$", "w13"),
+    FF_EXPERT(LM "block_sparse_moe\\.experts\\.[0-9]+\\.down_proj\\.weight$", NULL),
+    FF_ROUTER(LM "block_sparse_moe\\.gate\\.weight$", 0),
+    FF_KEEP(LM "block_sparse_moe\\.e_score_correction_bias$", "router", GUARD_ROUTER),
+    FF_KEEP("^model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
+    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
+    FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
+};
+
+static int minimax_m2_matches(const json_t *config)
+{
+    return strcmp(jsonio_str(config, "model_type", ""), "minimax_m2") == 0;
+}
+
+/* Every layer is sparse; the expert width is intermediate_size. */
+static int minimax_m2_geometry(const json_t *config, ff_geometry *g, ff_err *e)
+{
+    int rc = ff_decoder_geometry(config, g, e);
+    if (rc)
+        return rc;
+    g->experts = (int)jsonio_int(config, "num_local_experts", 0);
+    g->top_k = (int)jsonio_int(config, "num_experts_per_tok", 0);
+    g->moe_intermediate = jsonio_int(config, "intermediate_size", 0);
+    if (g->experts <= 0 || g->top_k <= 0 || g->moe_intermediate <= 0)
+        return ff_fail(e, FF_EIO, "config.json: lacks num_local_experts, num_experts_per_tok or intermediate_size");
+    g->moe = 1;
+    g->moe_layers = g->layers;
+    for (int i = 0; i < g->layers; i++)
+        g->layer[i].intermediate = 0;
+    return FF_OK;
+}
+
+static int minimax_m2_expect(const json_t *config, ff_expect *x, ff_err *e)
+{
+    ff_geometry g;
+    int rc = minimax_m2_geometry(config, &g, e);
+    if (rc)
+        return rc;
+    memset(x, 0, sizeof *x);
+    x->dense_linears = 4ll * g.layers;
+    x->moe_layers = g.layers;
+    x->experts = g.experts;
+    x->expert_linears = (int64_t)g.layers * g.experts * 3;
+    x->routers = g.layers;
+    x->expert_inter = g.moe_intermediate;
+    x->hidden = g.hidden;
+    return FF_OK;
+}
+
+/* ---- synth: the published layout (FP8-block with synth --source fp8-block) */
+
+static const ff_synth_preset minimax_m2_presets[] = {
+    {"minimax-m2", "MiniMax-M2 (real: 230B, 62 layers x 256 experts; --source fp8-block as published)"},
+    {NULL, NULL},
+};
+
+static int minimax_m2_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
+{
+    (void)preset;
+    int real = strcmp(size, "real") == 0;
+    if (!real && strcmp(size, "tiny") != 0)
+        return ff_fail(e, FF_EUSAGE, "unknown --size %s (tiny|real)", size);
+    memset(g, 0, sizeof *g);
+    g->moe = 1;
+    g->seed = 1;
+    if (real) {   /* MiniMax-M2 */
+        g->layers = 62; g->hidden = 3072; g->moe_intermediate = 1536; g->vocab = 200064;
+        g->heads = 48; g->kv_heads = 8; g->head_dim = 128; g->experts = 256; g->top_k = 8;
+    } else {
+        g->layers = 4; g->hidden = 256; g->moe_intermediate = 256; g->vocab = 2048;
+        g->heads = 4; g->kv_heads = 2; g->head_dim = 64; g->experts = 8; g->top_k = 2;
+    }
+    g->intermediate = g->moe_intermediate;   /* the config calls the expert width intermediate_size */
+    return FF_OK;
+}
+
+#define P "model.layers."
+
+static void attention(const synth_geom *g, synth_list *l, int i)
+{
+    int64_t H = g->hidden, q = (int64_t)g->heads * g->head_dim, kv = (int64_t)g->kv_heads * g->head_dim;
+    synth_add(l, SYNTH_ONES, 1, H, 0, 0, P "%d.input_layernorm.weight", i);
+    synth_add(l, SYNTH_ONES, 1, H, 0, 0, P "%d.post_attention_layernorm.weight", i);
+    synth_add(l, SYNTH_ONES, 1, kv, 0, 0, P "%d.self_attn.k_norm.weight", i);
+    synth_add(l, SYNTH_NORMAL, 2, kv, H, 0, P "%d.self_attn.k_proj.weight", i);
+    synth_add(l, SYNTH_NORMAL, 2, H, q, 0, P "%d.self_attn.o_proj.weight", i);
+    synth_add(l, SYNTH_ONES, 1, q, 0, 0, P "%d.self_attn.q_norm.weight", i);
+    synth_add(l, SYNTH_NORMAL, 2, q, H, 0, P "%d.self_attn.q_proj.weight", i);
+    synth_add(l, SYNTH_NORMAL, 2, kv, H, 0, P "%d.self_attn.v_proj.weight", i);
+}
+
+static int minimax_m2_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
+{
+    int rc = ff_decoder_synth_check(g, e);
+    if (rc)
+        return rc;
+    int64_t H = g->hidden, I = g->moe_intermediate;
+    synth_add(l, SYNTH_NORMAL, 2, g->vocab, H, 0, "lm_head.weight");
+    synth_add(l, SYNTH_NORMAL, 2, g->vocab, H, 0, "model.embed_tokens.weight");
+    for (int i = 0; i < g->layers; i++) {
+        synth_add(l, SYNTH_ONES, 1, g->experts, 0, 0, P "%d.block_sparse_moe.e_score_correction_bias", i);
+        for (int x = 0; x < g->experts; x++) {
+            synth_add(l, SYNTH_NORMAL, 2, I, H, 0, P "%d.block_sparse_moe.experts.%d.w1.weight", i, x);
+            synth_add(l, SYNTH_NORMAL, 2, H, I, 0, P "%d.block_sparse_moe.experts.%d.w2.weight", i, x);
+            synth_add(l, SYNTH_NORMAL, 2, I, H, 0, P "%d.block_sparse_moe.experts.%d.w3.weight", i, x);
+        }
+        synth_add(l, SYNTH_NORMAL, 2, g->experts, H, 0, P "%d.block_sparse_moe.gate.weight", i);
+        attention(g, l, i);
+    }
+    synth_add(l, SYNTH_ONES, 1, H, 0, 0, "model.norm.weight");
+    return l->oom ? ff_fail(e, FF_EIO, "out of memory") : FF_OK;
+}
+
+/* The published config's keys vLLM reads beyond transformers' (rotary_dim,
+ * scoring_func, use_routing_bias, the qk-norm kind). */
+static json_t *minimax_m2_synth_config(const synth_geom *g)
+{
+    json_t *c = ff_decoder_synth_config(g, "minimax_m2", "MiniMaxM2ForCausalLM");
+    json_object_set_new(c, "intermediate_size", json_integer(g->moe_intermediate));
+    json_object_set_new(c, "num_experts_per_tok", json_integer(g->top_k));
+    json_object_set_new(c, "num_local_experts", json_integer(g->experts));
+    json_object_set_new(c, "partial_rotary_factor", json_real(0.5));
+    json_object_set_new(c, "qk_norm_type", json_string("per_layer"));
+    json_object_set_new(c, "rotary_dim", json_integer(g->head_dim / 2));
+    json_object_set_new(c, "scoring_func", json_string("sigmoid"));
+    json_object_set_new(c, "use_qk_norm", json_true());
+    json_object_set_new(c, "use_routing_bias", json_true());
+    return c;
+}
+
+static const char *const minimax_m2_implicit_ignore[] = {"lm_head", NULL};
+
+const ff_family ff_family_minimax_m2 = {
+    .name = "minimax_m2",
+    .model_types = "minimax_m2",
+    .matches = minimax_m2_matches,
+    .rules = minimax_m2_rules,
+    .nrules = sizeof minimax_m2_rules / sizeof *minimax_m2_rules,
+    .override_rule = ff_decoder_mtp_rule,
+    .expect = minimax_m2_expect,
+    .dense_rule = "q/k/v/o in every layer",
+    .geometry = minimax_m2_geometry,
+    .implicit_ignore = minimax_m2_implicit_ignore,
+    .synth_presets = minimax_m2_presets,
+    .synth_preset = minimax_m2_synth_preset,
+    .synth_tensors = minimax_m2_synth_tensors,
+    .synth_config = minimax_m2_synth_config,
+    .synth_aux = ff_decoder_synth_aux,
+};
