@@ -96,6 +96,10 @@ typedef struct ff_layer {
      * state per sequence instead of a KV cache per token: its bytes, as
      * vLLM allocates them (conv state + temporal state). 0 elsewhere. */
     int64_t state_bytes;
+    /* bytes a token costs beyond K and V, whatever the KV dtype: the sparse-
+     * attention indexer's key cache (DeepSeek-V3.2, GLM-5), FP8 keys of
+     * index_head_dim plus a float32 scale */
+    int64_t extra_per_token;
 } ff_layer;
 
 #define FF_MAX_LAYERS 512

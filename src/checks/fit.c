@@ -76,10 +76,11 @@ int fit_kv_kinds(const ff_geometry *g, const fit_opts *o, fit_kv_kind *kinds, in
         fit_kv_kind k = {.full = l->full, .kv_heads = l->kv_heads, .head_dim = l->head_dim,
                          .tensors = layer_tensors(l, o), .k_is_v = l->k_is_v, .count = 1};
         k.bytes_per_token = (uint64_t)k.tensors * (uint64_t)k.kv_heads * (uint64_t)k.head_dim *
-                            (uint64_t)o->kv_dtype_bytes;
+                                (uint64_t)o->kv_dtype_bytes + (uint64_t)l->extra_per_token;
         int j = 0;
         while (j < n && !(kinds[j].full == k.full && kinds[j].kv_heads == k.kv_heads &&
                           kinds[j].head_dim == k.head_dim && kinds[j].tensors == k.tensors &&
+                          kinds[j].bytes_per_token == k.bytes_per_token &&
                           kinds[j].k_is_v == k.k_is_v))
             j++;
         if (j < n) {

@@ -19,6 +19,8 @@
     X(qwen3_5)             \
     X(qwen3_next)          \
     X(minimax_m2)          \
+    X(glm4_moe_lite)       \
+    X(deepseek_v32)        \
     /* end of the table */
 
 #define DECLARE_FAMILY(name) extern const ff_family ff_family_##name;

@@ -24,6 +24,11 @@ IGNORE = {  # llm-compressor's examples: routers (and shared-expert gates) stay 
     "qwen3_next": ["lm_head", "re:.*mlp.gate$", "re:.*mlp.shared_expert_gate$", "re:.*linear_attn.*"],
     "minimax_m2": ["lm_head", "re:.*block_sparse_moe.gate$"],
     "glm4_moe_lite": ["lm_head", "re:.*mlp.gate$"],
+    # DeepSeek sparse attention: vLLM builds the indexer's fused wk + weights_proj with
+    # quant_config=None (deepseek_v2.py, class Indexer), so both stay bf16; its GLM-5.2
+    # example ignores weights_proj and the routers (re:.*mlp\.gate.* also takes the bias)
+    "deepseek_v32": ["lm_head", "re:.*mlp.gate$", "re:.*indexer.wk$", "re:.*indexer.weights_proj$"],
+    "glm_moe_dsa": ["lm_head", "re:.*mlp.gate$", "re:.*indexer.wk$", "re:.*indexer.weights_proj$"],
 }[fam]
 VISION = ("llama4", "qwen3_5_moe")
 cls = transformers.AutoModelForImageTextToText if fam in VISION else transformers.AutoModelForCausalLM

@@ -2,7 +2,7 @@
 (the real names and config keys, scaled down; head_dim 32, bf16, seed 0).
 usage: make_tiny_moe_families.py FAMILY OUT_DIR
 FAMILY: qwen3_moe | qwen2_moe | mixtral | glm4_moe | llama4 | qwen3_5_moe | qwen3_5 | qwen3_next |
-        minimax_m2 | glm4_moe_lite | llama4_text
+        minimax_m2 | glm4_moe_lite | deepseek_v32 | glm_moe_dsa | llama4_text
 (qwen3_5_moe is the image-text model Qwen3.5/3.6 MoE ships as; qwen3_5 the dense causal LM)
 Non-trivial norms and biases (random init leaves them 1/0), and OUT_DIR/ref_logits.pt
 ({"ids", "logits"}) from the bf16 model for hf_load_kl.py."""
@@ -51,12 +51,23 @@ elif fam == "minimax_m2":
     cfg, M = T.MiniMaxM2Config(**base, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
                                use_qk_norm=True), T.MiniMaxM2ForCausalLM
 elif fam == "glm4_moe_lite":
-    mla = dict(base, head_dim=None)
+    mla = dict(base, num_key_value_heads=2)   # MLA: one latent, every head its own K and V
     del mla["head_dim"]
     cfg, M = T.Glm4MoeLiteConfig(**mla, intermediate_size=96, moe_intermediate_size=32, n_routed_experts=4,
                                  n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=1, n_group=1,
                                  topk_group=1, q_lora_rank=32, kv_lora_rank=32, qk_rope_head_dim=16,
                                  qk_nope_head_dim=32, v_head_dim=32), T.Glm4MoeLiteForCausalLM
+elif fam in ("deepseek_v32", "glm_moe_dsa"):
+    # DeepSeek sparse attention: every layer's lightning indexer (wq_b, wk, weights_proj,
+    # k_norm); vLLM's routing keys (topk_method, scoring_func) as the published configs
+    mla = dict(base, num_key_value_heads=2)
+    del mla["head_dim"]
+    C, M = (T.DeepseekV32Config, T.DeepseekV32ForCausalLM) if fam == "deepseek_v32" else \
+        (T.GlmMoeDsaConfig, T.GlmMoeDsaForCausalLM)
+    cfg = C(**mla, intermediate_size=96, moe_intermediate_size=32, n_routed_experts=4, n_shared_experts=1,
+            num_experts_per_tok=2, first_k_dense_replace=1, n_group=1, topk_group=1, q_lora_rank=32,
+            kv_lora_rank=32, qk_rope_head_dim=16, qk_nope_head_dim=32, v_head_dim=32, index_n_heads=4,
+            index_head_dim=32, index_topk=8, topk_method="noaux_tc", scoring_func="sigmoid")
 elif fam == "llama4_text":
     cfg = T.Llama4TextConfig(**base, intermediate_size=32, intermediate_size_mlp=96, num_local_experts=4,
                              num_experts_per_tok=1, interleave_moe_layer_step=2, attention_chunk_size=128)

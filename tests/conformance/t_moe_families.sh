@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Conformance: the MoE families (qwen3_moe, qwen2_moe, mixtral, glm4_moe, llama4) and the 2026
 # ones (qwen3_5_moe with its vision tower, qwen3_5 dense, qwen3_next, minimax_m2,
-# glm4_moe_lite, llama4_text) on
+# glm4_moe_lite, deepseek_v32, glm_moe_dsa, llama4_text) on
 # tiny random models saved by transformers 5.17 (make_tiny_moe_families.py). Per model:
 # fp4forge quantize, --threads 1 vs 2 identity, ct_match.py (compressed-tensors'
 # compressor on the same bf16 weights, its fused observer groups; its decompressor vs
@@ -12,7 +12,8 @@ set -u
 cd "$(dirname "$0")/../.."
 . tests/conformance/conf_lib.sh
 [ -x "$FF" ] || { echo "FAIL moe_families_ff_binary (no $FF; run make)"; exit 1; }
-ALL="qwen3_moe qwen2_moe mixtral glm4_moe llama4 qwen3_5_moe qwen3_5 qwen3_next minimax_m2 glm4_moe_lite llama4_text"
+ALL="qwen3_moe qwen2_moe mixtral glm4_moe llama4 qwen3_5_moe qwen3_5 qwen3_next minimax_m2 glm4_moe_lite deepseek_v32
+     glm_moe_dsa llama4_text"
 for fam in ${FP4FORGE_MOE_FAMILIES:-$ALL}; do
     D=$WORK/$fam; rm -rf "$D"; mkdir -p "$D"
     pyrun ${fam}_make "$D" $CONF/make_tiny_moe_families.py $fam "$D/src" > /dev/null

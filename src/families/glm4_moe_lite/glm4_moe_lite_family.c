@@ -1,0 +1,105 @@
+/* GLM-4.7-Flash (Glm4MoeLiteForCausalLM, glm4_moe_lite): GLM's MoE on
+ * DeepSeek-V3's multi-head latent attention (q_a / kv_a with their norms,
+ * q_b, kv_b, o; no qk-norm), the first layer dense, then routed experts with
+ * one shared expert and the sigmoid router mlp.gate + e_score_correction_bias
+ * (kept: quantized, a router serves NaN), and one MTP layer at index
+ * num_hidden_layers that vLLM's glm4_moe_lite_mtp drafter reads and its main
+ * loader skips: kept byte for byte, Linears in ignore. transformers 5.17
+ * saves the experts one by one (mlp.experts.E.*) and says which layers are
+ * dense in mlp_layer_types as well as first_k_dense_replace. The rows and
+ * the geometry are the lineage's (src/families/mla.h). */
+#include <string.h>
+
+#include "decoder.h"
+#include "family.h"
+#include "jsonio.h"
+#include "mla.h"
+
+#define LM "^model\\.layers\\.[0-9]+\\."
+
+static const ff_rule glm4_moe_lite_rules[] = {
+    FF_MLA_ROWS(LM),
+    FF_KEEP("^model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
+    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
+    FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
+};
+
+static int glm4_moe_lite_matches(const json_t *config)
+{
+    return strcmp(jsonio_str(config, "model_type", ""), "glm4_moe_lite") == 0;
+}
+
+static int glm4_moe_lite_expect(const json_t *config, ff_expect *x, ff_err *e)
+{
+    return mla_expect(config, 0, x, e);
+}
+
+static const ff_synth_preset glm4_moe_lite_presets[] = {
+    {"glm4.7-flash", "GLM-4.7-Flash (real: 47 layers, first 1 dense, 64 experts + 1 shared, 1 MTP layer)"},
+    {NULL, NULL},
+};
+
+static int glm4_moe_lite_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
+{
+    (void)preset;
+    int real = strcmp(size, "real") == 0;
+    if (!real && strcmp(size, "tiny") != 0)
+        return ff_fail(e, FF_EUSAGE, "unknown --size %s (tiny|real)", size);
+    memset(g, 0, sizeof *g);
+    g->moe = 1;
+    g->seed = 1;
+    g->dense_layers = 1;
+    g->mtp_layers = 1;
+    if (real) {   /* GLM-4.7-Flash: q_lora 768, kv_lora 512, 20 heads */
+        g->layers = 47; g->hidden = 2048; g->intermediate = 10240; g->vocab = 154880;
+        g->heads = 20; g->kv_heads = 20; g->head_dim = 128;
+        g->experts = 64; g->top_k = 4; g->moe_intermediate = 1536; g->shared_intermediate = 1536;
+    } else {
+        g->layers = 4; g->hidden = 256; g->intermediate = 512; g->vocab = 2048;
+        g->heads = 4; g->kv_heads = 4; g->head_dim = 32;
+        g->experts = 8; g->top_k = 2; g->moe_intermediate = 128; g->shared_intermediate = 128;
+    }
+    return FF_OK;
+}
+
+static int glm4_moe_lite_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
+{
+    int rc = mla_synth_check(g, e);
+    if (rc)
+        return rc;
+    synth_add(l, SYNTH_NORMAL, 2, g->vocab, g->hidden, 0, "lm_head.weight");
+    synth_add(l, SYNTH_NORMAL, 2, g->vocab, g->hidden, 0, "model.embed_tokens.weight");
+    mla_synth_layers(g, l, NULL);
+    synth_add(l, SYNTH_ONES, 1, g->hidden, 0, 0, "model.norm.weight");
+    return l->oom ? ff_fail(e, FF_EIO, "out of memory") : FF_OK;
+}
+
+static json_t *glm4_moe_lite_synth_config(const synth_geom *g)
+{
+    json_t *c = mla_synth_config(g, "glm4_moe_lite", "Glm4MoeLiteForCausalLM"), *types = json_array();
+    for (int i = 0; i < g->layers; i++)
+        json_array_append_new(types, json_string(i < g->dense_layers ? "dense" : "sparse"));
+    json_object_set_new(c, "mlp_layer_types", types);
+    json_object_set_new(c, "routed_scaling_factor", json_real(1.8));
+    return c;
+}
+
+static const char *const glm4_moe_lite_implicit_ignore[] = {"lm_head", NULL};
+
+const ff_family ff_family_glm4_moe_lite = {
+    .name = "glm4_moe_lite",
+    .model_types = "glm4_moe_lite",
+    .matches = glm4_moe_lite_matches,
+    .rules = glm4_moe_lite_rules,
+    .nrules = sizeof glm4_moe_lite_rules / sizeof *glm4_moe_lite_rules,
+    .override_rule = ff_decoder_mtp_rule,
+    .expect = glm4_moe_lite_expect,
+    .dense_rule = "q_a/q_b/kv_a/kv_b/o in every layer, gate/up/down in the first_k_dense_replace layers and shared experts",
+    .geometry = mla_geometry,
+    .implicit_ignore = glm4_moe_lite_implicit_ignore,
+    .synth_presets = glm4_moe_lite_presets,
+    .synth_preset = glm4_moe_lite_synth_preset,
+    .synth_tensors = glm4_moe_lite_synth_tensors,
+    .synth_config = glm4_moe_lite_synth_config,
+    .synth_aux = ff_decoder_synth_aux,
+};
