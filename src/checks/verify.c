@@ -244,6 +244,47 @@ static int is_ignored_parent(const vctx *v, const char *s)
     return 0;
 }
 
+/* "<parent>.<e>.<name>": one expert's Linear of a kept fused 3-D tensor
+ * "<parent>.<fused>" whose rule splits it into <name>s (an MTP head's experts,
+ * or experts the recipe ignored), listed in ignore by that per-expert name. */
+static int is_kept_expert(const vctx *v, const char *s)
+{
+    const char *last = strrchr(s, '.'), *num = last;
+    while (num && num > s && num[-1] >= '0' && num[-1] <= '9')
+        num--;
+    if (!last || num == last || num == s || num[-1] != '.')
+        return 0;
+    size_t plen = (size_t)(num - 1 - s);
+    long e = strtol(num, NULL, 10);
+    for (size_t i = 0; i < v->q.ntensors; i++) {
+        const st_tensor *t = v->q.tensors[i].st;
+        if (t->ndim != 3 || strncmp(t->name, s, plen) || t->name[plen] != '.' || e >= t->shape[0])
+            continue;
+        const ff_rule *r = insp_rule(&v->qi, t->name);
+        for (int k = 0; r && r->role == ROLE_KEEP && k < 2 && r->expert_out[k]; k++)
+            if (strcmp(r->expert_out[k], last + 1) == 0)
+                return 1;
+    }
+    return 0;
+}
+
+/* A kept fused 3-D expert tensor must have each expert's Linears in ignore. */
+static size_t check_kept_experts(vctx *v, const json_t *ig, const st_tensor *t, const ff_rule *r)
+{
+    const char *dot = strrchr(t->name, '.');
+    int plen = dot ? (int)(dot - t->name) : 0;
+    size_t n = 0;
+    for (int64_t e = 0; e < t->shape[0]; e++)
+        for (int k = 0; k < 2 && r->expert_out[k]; k++, n++) {
+            char mod[1100];
+            snprintf(mod, sizeof mod, "%.*s.%lld.%s", plen, t->name, (long long)e, r->expert_out[k]);
+            if (!in_ignore(ig, mod))
+                fail_item(v, "ignore_list", "%s (of the kept %s) is left unquantized but not in the ignore list", mod,
+                          t->name);
+        }
+    return n;
+}
+
 static void check_ignore(vctx *v)
 {
     const json_t *ig = insp_ignore(&v->qi);
@@ -256,6 +297,10 @@ static void check_ignore(vctx *v)
         const char *name = v->q.tensors[i].st->name;
         const ff_rule *r = dq_part(&v->q, name) ? NULL : insp_rule(&v->qi, name);
         size_t len = strlen(name);
+        if (r && r->linear && r->role == ROLE_KEEP && r->expert_out[0] && v->q.tensors[i].st->ndim == 3) {
+            kept += check_kept_experts(v, ig, v->q.tensors[i].st, r);
+            continue;
+        }
         if (!r || !r->linear || r->role != ROLE_KEEP || len < 8 || strcmp(name + len - 7, ".weight") != 0)
             continue;
         snprintf(mod, sizeof mod, "%.*s", (int)(len - 7), name);
@@ -278,7 +323,7 @@ static void check_ignore(vctx *v)
         const ff_rule *r = insp_rule(&v->qi, mod);
         /* a tied lm_head has no tensor of its own; the ignore entry is harmless */
         int tied = r && strcmp(r->group, "lm_head") == 0 && v->qi.cls.tie_embeddings;
-        if (!ckpt_find(&v->q, mod) && !tied && !is_ignored_parent(v, s))
+        if (!ckpt_find(&v->q, mod) && !tied && !is_ignored_parent(v, s) && !is_kept_expert(v, s))
             fail_item(v, "ignore_list", "%s is in the ignore list but no such module exists", s);
     }
     detail(v, "ignore_list", "%zu entries, %zu Linears kept", json_array_size(ig), kept);

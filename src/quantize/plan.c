@@ -168,6 +168,27 @@ static int add_member(plan *p, const ckpt_tensor *src, uint64_t row0, uint64_t r
     return PUSH(p, members, m);
 }
 
+/* A fused 3-D expert tensor kept as it is (ignored by the recipe, or an MTP
+ * head's) holds E Linears per name vLLM and compressed-tensors know: each
+ * goes in ignore by the per-expert name ("<parent>.<e>.gate_proj"), the one
+ * vLLM's fused-MoE scheme lookup asks for, not the tensor's own name. */
+static int ignore_kept_experts(plan *p, const ckpt_tensor *t, const ff_rule *r)
+{
+    const char *name = t->st->name, *dot = strrchr(name, '.');
+    int plen = dot ? (int)(dot - name) : 0;
+    for (int64_t e = 0; e < t->st->shape[0]; e++)
+        for (int k = 0; k < 2 && r->expert_out[k]; k++) {
+            char buf[1024];
+            snprintf(buf, sizeof buf, "%.*s.%lld.%s", plen, name, (long long)e, r->expert_out[k]);
+            char *mod = strdup(buf);
+            if (!mod || PUSH(p, ignore, mod)) {
+                free(mod);
+                return -1;
+            }
+        }
+    return 0;
+}
+
 static int add_keep(plan *p, const ckpt_tensor *t, const char *family, const decision *d)
 {
     plan_item it = {.kind = ITEM_KEEP, .src = t};
@@ -181,7 +202,11 @@ static int add_keep(plan *p, const ckpt_tensor *t, const char *family, const dec
     fs->bytes_out += nb;
     p->bytes_in += t->st->end - t->st->begin;
     p->bytes_out += nb;
-    if (d->rule && d->rule->linear) {
+    if (d->rule && d->rule->linear && d->rule->expert_out[0] && t->st->ndim == 3) {
+        fs->kept_linears++;
+        if (ignore_kept_experts(p, t, d->rule))
+            return -1;
+    } else if (d->rule && d->rule->linear) {
         fs->kept_linears++;
         char *mod = strip_suffix(t->st->name, ".weight");
         if (!mod)

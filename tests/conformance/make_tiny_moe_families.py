@@ -34,9 +34,10 @@ elif fam == "llama4":
         patch_size=14, vision_output_dim=64, projector_input_dim=64, projector_output_dim=64))
     M = T.Llama4ForConditionalGeneration
 elif fam in ("qwen3_5_moe", "qwen3_5", "qwen3_next"):
-    # Gated-DeltaNet layers 0-2, full attention at 3; linear heads small but real-shaped
-    lin = dict(base, num_hidden_layers=4, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
-               linear_value_head_dim=16, linear_conv_kernel_dim=4)
+    # Gated-DeltaNet layers 0-2, full attention at 3; linear heads few, 32 wide (vLLM's CPU
+    # chunk_gated_delta_rule wants head dims in multiples of 32)
+    lin = dict(base, num_hidden_layers=4, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
+               linear_value_head_dim=32, linear_conv_kernel_dim=4)
     moe = dict(moe_intermediate_size=32, shared_expert_intermediate_size=32, num_experts=4, num_experts_per_tok=2)
     if fam == "qwen3_5_moe":
         cfg = T.Qwen3_5MoeConfig(text_config=dict(lin, **moe), vision_config=dict(
@@ -50,6 +51,10 @@ elif fam in ("qwen3_5_moe", "qwen3_5", "qwen3_next"):
 elif fam == "minimax_m2":
     cfg, M = T.MiniMaxM2Config(**base, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
                                use_qk_norm=True), T.MiniMaxM2ForCausalLM
+    # keys the published config has and vLLM's minimax_m2.py reads (transformers does not):
+    # the rotated width (all of head_dim here, as transformers rotates it), the sigmoid
+    # router and its correction bias
+    cfg.rotary_dim, cfg.scoring_func, cfg.use_routing_bias = 32, "sigmoid", True
 elif fam == "glm4_moe_lite":
     mla = dict(base, num_key_value_heads=2)   # MLA: one latent, every head its own K and V
     del mla["head_dim"]

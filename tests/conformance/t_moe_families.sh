@@ -41,6 +41,24 @@ for fam in ${FP4FORGE_MOE_FAMILIES:-$ALL}; do
     fi
     pyrun ${fam}_hf "$D" "${WRAP[@]}" $CONF/hf_load_kl.py ${fam}_hf "$D/ff" "$D/src/ref_logits.pt" 0.01 \
         --bf16 "$D/src" "${LIN[@]}" "${PEER[@]}"
+    # Qwen3.5's published bf16 uploads store experts fused 3-D: the same model in that layout
+    # gives the same output, tensor by tensor (only the order inside the file differs)
+    if [ $fam = qwen3_5_moe ]; then
+        pyrun qwen3_5_moe_fuse "$D" $CONF/fuse_experts.py "$D/src" "$D/fused" > /dev/null
+        if "$FF" quantize "$D/fused" "$D/ff-fused" --no-doctor --quiet > "$D/ff-fused.log" 2>&1; then
+            pyrun qwen3_5_moe_fused "$D" - "$D/ff" "$D/ff-fused" <<'PYEOF'
+import sys, json, torch
+from safetensors.torch import load_file
+a, b = (load_file(d + "/model.safetensors") for d in sys.argv[1:3])
+same = sum(1 for k in a if k in b and torch.equal(a[k].view(torch.uint8), b[k].view(torch.uint8)))
+qa, qb = (json.load(open(d + "/config.json"))["quantization_config"] for d in sys.argv[1:3])
+ok = same == len(a) == len(b) and qa == qb
+print(f"{'PASS' if ok else 'FAIL'} qwen3_5_moe_fused_experts_equal_per_expert (fused 3-D source: {same}/{len(a)} "
+      f"tensors byte-identical to the per-expert source's output, quantization_config equal: {qa == qb})")
+sys.exit(0 if ok else 1)
+PYEOF
+        else echo "FAIL qwen3_5_moe_fused_quantize ($(tail -1 "$D/ff-fused.log"))"; rc=1; fi
+    fi
     # MiniMax-M2 ships FP8-block: one pass over that source == quantizing its bf16 copy,
     # and == llm-compressor's oneshot of the bf16 copy
     if [ $fam = minimax_m2 ]; then

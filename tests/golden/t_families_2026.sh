@@ -74,10 +74,11 @@ ignored() {
     [ "$got" = "$want" ] && pass "f26_ignore_$name" "$want modules matching $pattern in ignore" || fail "f26_ignore_$name" "got $got want $want"
 }
 # tiny qwen3.5-moe: 3 linear-attention layers x 5 projections; 1 vision block x 4 + merger 2;
-# MTP: fc + q/k/v/o + shared expert 3 + router + shared-expert gate (its fused experts are no Linear tensors)
+# MTP: fc + q/k/v/o + shared expert 3 + router + shared-expert gate, and its fused experts' 8 x 3
+# Linears by their per-expert names (the ones vLLM's fused-MoE scheme lookup asks for)
 ignored qwen3_5_linear_attn qwen3.5-moe 'linear_attn\.' 15
 ignored qwen3_5_vision qwen3.5-moe '^model\.visual\.' 6
-ignored qwen3_5_mtp qwen3.5-moe '^mtp\.' 10
+ignored qwen3_5_mtp qwen3.5-moe '^mtp\.' 34
 ignored dsa_indexer deepseek-v3.2 'indexer\.(wk|weights_proj)$' 10
 
 # fit: a Gated-DeltaNet layer's state (conv (kernel-1) x (2 k heads x k dim + v heads x v dim)

@@ -37,6 +37,11 @@ static const ff_rule qwen3_5_rules[] = {
     FF_TOWER(VT "patch_embed\\.", "vision", 0),   /* a Conv3d, not a Linear */
     FF_TOWER(VT ".*\\.(qkv|proj|linear_fc[12])\\.weight$", "vision", 1),
     FF_TOWER(VT, "vision", 0),
+    /* the MTP head's fused experts: kept, each expert's Linears in ignore */
+    {.regex = "^mtp\\..*\\.mlp\\.experts\\.gate_up_proj$", .role = ROLE_KEEP, .group = "mtp", .linear = 1,
+     .guard = GUARD_FIXED, .expert_out = {"gate_proj", "up_proj"}},
+    {.regex = "^mtp\\..*\\.mlp\\.experts\\.down_proj$", .role = ROLE_KEEP, .group = "mtp", .linear = 1,
+     .guard = GUARD_FIXED, .expert_out = {"down_proj", NULL}},
     FF_KEEP("^mtp\\..*norm[a-z_]*\\.weight$", "mtp", GUARD_FIXED),
     FF_KEEP_LINEAR("^mtp\\..*\\.weight$", "mtp", GUARD_FIXED),
     FF_KEEP("^mtp\\.", "mtp", GUARD_FIXED),
