@@ -34,10 +34,10 @@ elif fam == "llama4":
         patch_size=14, vision_output_dim=64, projector_input_dim=64, projector_output_dim=64))
     M = T.Llama4ForConditionalGeneration
 elif fam in ("qwen3_5_moe", "qwen3_5", "qwen3_next"):
-    # Gated-DeltaNet layers 0-2, full attention at 3; linear heads few, 32 wide (vLLM's CPU
-    # chunk_gated_delta_rule wants head dims in multiples of 32)
-    lin = dict(base, num_hidden_layers=4, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
-               linear_value_head_dim=32, linear_conv_kernel_dim=4)
+    # Gated-DeltaNet layers 0-2, full attention at 3; linear heads few but 128 wide, the
+    # published width (vLLM's CPU chunk_gated_delta_rule refuses 16 and 32)
+    lin = dict(base, num_hidden_layers=4, linear_num_key_heads=1, linear_num_value_heads=2, linear_key_head_dim=128,
+               linear_value_head_dim=128, linear_conv_kernel_dim=4)
     moe = dict(moe_intermediate_size=32, shared_expert_intermediate_size=32, num_experts=4, num_experts_per_tok=2)
     if fam == "qwen3_5_moe":
         cfg = T.Qwen3_5MoeConfig(text_config=dict(lin, **moe), vision_config=dict(
@@ -60,8 +60,10 @@ elif fam == "glm4_moe_lite":
     del mla["head_dim"]
     cfg, M = T.Glm4MoeLiteConfig(**mla, intermediate_size=96, moe_intermediate_size=32, n_routed_experts=4,
                                  n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=1, n_group=1,
-                                 topk_group=1, q_lora_rank=32, kv_lora_rank=32, qk_rope_head_dim=16,
-                                 qk_nope_head_dim=32, v_head_dim=32), T.Glm4MoeLiteForCausalLM
+                                 topk_group=1, q_lora_rank=128, kv_lora_rank=512, qk_rope_head_dim=64,
+                                 qk_nope_head_dim=64, v_head_dim=64), T.Glm4MoeLiteForCausalLM
+    # (the published latent, 512 + 64: vLLM's CPU MLA decode kernel takes 576, as in
+    # t_deepseek_fp8.py's mla576 model)
 elif fam in ("deepseek_v32", "glm_moe_dsa"):
     # DeepSeek sparse attention: every layer's lightning indexer (wq_b, wk, weights_proj,
     # k_norm); vLLM's routing keys (topk_method, scoring_func) as the published configs

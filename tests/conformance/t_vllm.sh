@@ -14,7 +14,10 @@ PY=${PY:-/var/tmp/fp4forge-venv/bin/python}
 T0=$(date +%s)
 D="$WORK/vllm"
 # the MoE families (issue 14) from the conformance tier's tiny transformers-saved models
-MOE_FAMILIES=${FP4FORGE_VLLM_MOE_FAMILIES-qwen3_moe qwen2_moe mixtral glm4_moe llama4}
+MOE_FAMILIES=${FP4FORGE_VLLM_MOE_FAMILIES-qwen3_moe qwen2_moe mixtral glm4_moe llama4 qwen3_5_moe qwen3_5 qwen3_next
+    glm4_moe_lite llama4_text}
+# (minimax_m2, deepseek_v32 and glm_moe_dsa: vLLM's CPU build loads them but cannot run them;
+# FP4FORGE_VLLM_LOAD_ONLY below)
 MODELS="gemma4_dense gemma4_moe llama qwen3 $MOE_FAMILIES"
 NEG=gemma4_dense
 # one q/k/v piece: k_proj of layer 0 (a sliding layer: q, k and v all present)
@@ -123,5 +126,18 @@ fi
 
 vpyrun vllm_oracle "$CONF/vllm_oracle.py" "$D" --models $MODELS "${REPAIRED[@]}" --neg "$NEG" \
     --refuse-dense gemma4_dense --refuse-moe gemma4_moe "${UNPAIRED[@]}"
+
+# Families vLLM's CPU build loads but cannot run: its loader is the oracle for the names and
+# shapes (every parameter set), the refusal is named; numerics are proven through transformers
+# (t_moe_families.sh: logits equal to llm-compressor's output's)
+declare -A REFUSAL=([minimax_m2]="AssertionError:  (cpu_router.py" [deepseek_v32]="Sparse Attention is not supported on CPU."
+                    [glm_moe_dsa]="Sparse Attention is not supported on CPU.")
+for fam in ${FP4FORGE_VLLM_LOAD_ONLY-minimax_m2 deepseek_v32 glm_moe_dsa}; do
+    pyrun vllm_${fam}_make "$D" $CONF/make_tiny_moe_families.py $fam "$D/$fam/bf16" > /dev/null
+    if ! "$FF" quantize "$D/$fam/bf16" "$D/$fam/q" --no-doctor --quiet > "$D/$fam/q.log" 2>&1; then
+        echo "FAIL vllm_${fam}_ff_quantize ($(tail -1 "$D/$fam/q.log"))"; rc=1; continue
+    fi
+    vpyrun vllm_${fam}_load_only "$CONF/vllm_load_only.py" vllm_$fam "$D/$fam/q" "${REFUSAL[$fam]}"
+done
 echo "# t_vllm.sh took $(( $(date +%s) - T0 ))s (vLLM log: $D/vllm_oracle.err)"
 exit $rc

@@ -166,7 +166,7 @@ def check_model(work, name, results):
     lin = cq.get("nvfp4-linear", 0)
     moe = cq.get("nvfp4-moe", 0)
     schemes = {k: v for k, v in cq.items() if not k.startswith("nvfp4-")}
-    want_moe = name.endswith("moe") or name in ("mixtral", "llama4")
+    want_moe = name.endswith("moe") or name in ("mixtral", "llama4", "llama4_text", "qwen3_next", "glm4_moe_lite")
     ok = (lin > 0 and schemes.get("CompressedTensorsW4A4Fp4(use_a16)", 0) == lin
           and (moe > 0) == want_moe and not cdq)
     parallel = [m for m in cap.messages if PARALLEL_WARNING in m]
