@@ -136,19 +136,67 @@ int ff_decoder_synth_aux(const synth_geom *g, const char *dir, ff_err *e)
     return rc;
 }
 
+int ff_decoder_synth_begin(const char *size, int moe, synth_geom *g, int *real, ff_err *e)
+{
+    *real = strcmp(size, "real") == 0;
+    if (!*real && strcmp(size, "tiny") != 0)
+        return ff_fail(e, FF_EUSAGE, "unknown --size %s (tiny|real)", size);
+    memset(g, 0, sizeof *g);
+    g->moe = moe;
+    g->seed = 1;
+    return FF_OK;
+}
+
+int ff_decoder_all_sparse_geometry(const json_t *config, ff_geometry *g, ff_err *e)
+{
+    int rc = ff_decoder_geometry(config, g, e);
+    if (rc)
+        return rc;
+    g->experts = (int)jsonio_int(config, "num_local_experts", 0);
+    g->top_k = (int)jsonio_int(config, "num_experts_per_tok", 0);
+    g->moe_intermediate = jsonio_int(config, "intermediate_size", 0);
+    if (g->experts <= 0 || g->top_k <= 0 || g->moe_intermediate <= 0)
+        return ff_fail(e, FF_EIO, "config.json: lacks num_local_experts, num_experts_per_tok or intermediate_size");
+    g->moe = 1;
+    g->moe_layers = g->layers;
+    for (int i = 0; i < g->layers; i++)
+        g->layer[i].intermediate = 0;
+    return FF_OK;
+}
+
+int ff_decoder_all_sparse_expect(const json_t *config, ff_expect *x, ff_err *e)
+{
+    ff_geometry *g = malloc(sizeof *g);
+    if (!g)
+        return ff_fail(e, FF_EIO, "out of memory");
+    int rc = ff_decoder_all_sparse_geometry(config, g, e);
+    if (!rc) {
+        memset(x, 0, sizeof *x);
+        x->dense_linears = 4ll * g->layers;
+        x->moe_layers = g->layers;
+        x->experts = g->experts;
+        x->expert_linears = (int64_t)g->layers * g->experts * 3;
+        x->routers = g->layers;
+        x->expert_inter = g->moe_intermediate;
+        x->hidden = g->hidden;
+    }
+    free(g);
+    return rc;
+}
+
 int ff_decoder_synth_check(const synth_geom *g, ff_err *e)
 {
     if (g->layers <= 0 || g->layers > FF_MAX_LAYERS || g->hidden <= 0 || g->heads <= 0 || g->kv_heads <= 0 ||
         g->head_dim <= 0 || g->vocab <= 0 || g->intermediate < 0)
-        return ff_fail(e, FF_EUSAGE, "synth: layers (1..%d), hidden, heads, kv heads, head dim and vocab must be positive",
+        return ff_fail(e, FF_EUSAGE, "layers (1..%d), hidden, heads, kv heads, head dim and vocab must be positive",
                        FF_MAX_LAYERS);
     if (g->hidden % 16 || g->intermediate % 16 || ((int64_t)g->heads * g->head_dim) % 16 || g->moe_intermediate % 16 ||
         g->shared_intermediate % 16)
-        return ff_fail(e, FF_EUSAGE, "synth: Linear input widths must be multiples of 16");
+        return ff_fail(e, FF_EUSAGE, "Linear input widths must be multiples of 16");
     if (g->moe && (g->experts <= 0 || g->moe_intermediate <= 0 || g->top_k <= 0))
-        return ff_fail(e, FF_EUSAGE, "synth: MoE needs experts, moe intermediate and top-k");
+        return ff_fail(e, FF_EUSAGE, "MoE needs experts, moe intermediate and top-k");
     if (g->dense_layers < 0 || g->dense_layers > g->layers)
-        return ff_fail(e, FF_EUSAGE, "synth: dense layers must be between 0 and the layer count");
+        return ff_fail(e, FF_EUSAGE, "dense layers must be between 0 and the layer count");
     return FF_OK;
 }
 

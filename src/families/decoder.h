@@ -28,6 +28,15 @@ json_t *ff_decoder_synth_config(const synth_geom *g, const char *model_type, con
 /* generation_config.json and tokenizer_config.json of a text-only model;
  * shaped as a family's synth_aux hook, so text-only families use it as is. */
 int ff_decoder_synth_aux(const synth_geom *g, const char *dir, ff_err *e);
+/* A preset's start: --size is tiny or real (*real says which), the knobs
+ * zeroed, the MoE flag and the seed set. */
+int ff_decoder_synth_begin(const char *size, int moe, synth_geom *g, int *real, ff_err *e);
+/* Mixtral's MoE layout, every layer sparse with intermediate_size as the
+ * expert width and num_local_experts experts (Mixtral, MiniMax-M2): the
+ * geometry, and the invariants (q/k/v/o everywhere, experts x 3, one router
+ * a layer). */
+int ff_decoder_all_sparse_geometry(const json_t *config, ff_geometry *g, ff_err *e);
+int ff_decoder_all_sparse_expect(const json_t *config, ff_expect *x, ff_err *e);
 /* The checks a decoder synth needs: sizes positive, widths multiples of 16. */
 int ff_decoder_synth_check(const synth_geom *g, ff_err *e);
 

@@ -173,6 +173,6 @@ int mla_synth_check(const synth_geom *g, ff_err *e)
     if (rc)
         return rc;
     if (g->head_dim % 32)
-        return ff_fail(e, FF_EUSAGE, "synth: MLA head dim must be a multiple of 32 (rope = head dim / 2)");
+        return ff_fail(e, FF_EUSAGE, "MLA head dim must be a multiple of 32 (rope = head dim / 2)");
     return FF_OK;
 }

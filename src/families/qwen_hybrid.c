@@ -161,8 +161,8 @@ int qh_synth_check(const synth_geom *g, ff_err *e)
         return rc;
     if (g->linear_k_heads <= 0 || g->linear_v_heads <= 0 || g->linear_k_dim <= 0 || g->linear_v_dim <= 0 ||
         g->conv_kernel <= 0 || g->full_every <= 0)
-        return ff_fail(e, FF_EUSAGE, "synth: linear-attention heads, head dims, conv kernel and --full-every must be positive");
+        return ff_fail(e, FF_EUSAGE, "linear-attention heads, head dims, conv kernel and --full-every must be positive");
     if (qh_linear_qkv_width(g) % 16 || qh_linear_v_width(g) % 16)
-        return ff_fail(e, FF_EUSAGE, "synth: Linear input widths must be multiples of 16");
+        return ff_fail(e, FF_EUSAGE, "Linear input widths must be multiples of 16");
     return FF_OK;
 }

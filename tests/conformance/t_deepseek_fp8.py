@@ -83,7 +83,7 @@ if sys.argv[1] == "llmc":
     sys.exit(0)
 
 FF, WORK = sys.argv[1], sys.argv[2]
-B = 128
+from fp8_block_ref import B, block_quantize, deepseek_dequant  # noqa: E402
 rc = 0
 
 
@@ -107,30 +107,6 @@ def is_fp8_target(name, t):
     if t.dim() != 2 or not name.startswith("model.layers.") or not name.endswith(".weight"):
         return False
     return "proj" in name.rsplit(".", 2)[-2]
-
-
-def block_quantize(w):
-    """w [N, K] -> (e4m3 [N, K], f32 scale [ceil(N/128), ceil(K/128)])."""
-    N, K = w.shape
-    sr, sc = (N + B - 1) // B, (K + B - 1) // B
-    wf = w.to(torch.float32)
-    q = torch.empty(N, K, dtype=torch.float8_e4m3fn)
-    s = torch.empty(sr, sc, dtype=torch.float32)
-    for i in range(sr):
-        for j in range(sc):
-            blk = wf[i * B:(i + 1) * B, j * B:(j + 1) * B]
-            amax = blk.abs().max()
-            scale = amax / 448.0 if amax > 0 else torch.tensor(1.0)
-            s[i, j] = scale
-            q[i * B:(i + 1) * B, j * B:(j + 1) * B] = (blk / scale).clamp(-448, 448).to(torch.float8_e4m3fn)
-    return q, s
-
-
-def deepseek_dequant(q, s):
-    """DeepSeek's weight_dequant (inference/kernel.py): f32(q) * s[r//128, c//128], stored bf16."""
-    N, K = q.shape
-    full = s.repeat_interleave(B, 0).repeat_interleave(B, 1)[:N, :K]
-    return (q.to(torch.float32) * full).to(torch.bfloat16)
 
 
 def ff(*args):

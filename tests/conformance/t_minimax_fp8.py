@@ -17,8 +17,9 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from fp8_block_ref import block_quantize, deepseek_dequant as weight_dequant
+
 FF, WORK = sys.argv[1:3]
-B = 128
 rc = 0
 
 
@@ -40,28 +41,6 @@ def load_dir(d):
 def is_fp8_target(name, t):
     last = name.rsplit(".", 2)[-2] if name.endswith(".weight") else ""
     return t.dim() == 2 and name.startswith("model.layers.") and (last.endswith("_proj") or last in ("w1", "w2", "w3"))
-
-
-def block_quantize(w):
-    N, K = w.shape
-    sr, sc = (N + B - 1) // B, (K + B - 1) // B
-    wf = w.to(torch.float32)
-    q = torch.empty(N, K, dtype=torch.float8_e4m3fn)
-    s = torch.empty(sr, sc, dtype=torch.float32)
-    for i in range(sr):
-        for j in range(sc):
-            blk = wf[i * B:(i + 1) * B, j * B:(j + 1) * B]
-            amax = blk.abs().max()
-            scale = amax / 448.0 if amax > 0 else torch.tensor(1.0)
-            s[i, j] = scale
-            q[i * B:(i + 1) * B, j * B:(j + 1) * B] = (blk / scale).clamp(-448, 448).to(torch.float8_e4m3fn)
-    return q, s
-
-
-def weight_dequant(q, s):
-    N, K = q.shape
-    full = s.repeat_interleave(B, 0).repeat_interleave(B, 1)[:N, :K]
-    return (q.to(torch.float32) * full).to(torch.bfloat16)
 
 
 def copy_aux(src, dst):

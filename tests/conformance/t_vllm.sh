@@ -124,7 +124,23 @@ else
     echo "FAIL vllm_repair_scales_of_neg ($(tail -1 "$D/repaired.log" "$D/repaired-dq.log" 2>/dev/null | tr '\n' ' '))"; rc=1
 fi
 
-vpyrun vllm_oracle "$CONF/vllm_oracle.py" "$D" --models $MODELS "${REPAIRED[@]}" --neg "$NEG" \
+# Qwen3.5 with its Gated-DeltaNet projections quantized as well (not llm-compressor's default,
+# which ignores linear_attn): --only reaches the kept Linears, and the pairs vLLM fuses
+# (in_proj_qkv + in_proj_z, in_proj_b + in_proj_a) share one global scale each
+LINEAR_ATTN=()
+if [ -d "$D/qwen3_5/bf16" ]; then
+    mkdir -p "$D/qwen3_5_linear_attn"; ln -sfn ../qwen3_5/bf16 "$D/qwen3_5_linear_attn/bf16"
+    if "$FF" quantize "$D/qwen3_5/bf16" "$D/qwen3_5_linear_attn/q" --no-doctor --quiet \
+            --only 'self_attn\.|mlp\.|linear_attn\.(in_proj_(qkv|z|b|a)|out_proj)$' > "$D/qwen3_5_linear_attn/q.log" 2>&1 \
+        && "$FF" dequantize "$D/qwen3_5_linear_attn/q" "$D/qwen3_5_linear_attn/dq" > "$D/qwen3_5_linear_attn/dq.log" 2>&1; then
+        LINEAR_ATTN=(qwen3_5_linear_attn)
+        echo "PASS vllm_qwen3_5_linear_attn_ff_quantize ($(grep -m1 quantized "$D/qwen3_5_linear_attn/q.log" | sed 's/^ *//'), linear_attn projections among them)"
+    else
+        echo "FAIL vllm_qwen3_5_linear_attn_ff_quantize ($(tail -1 "$D/qwen3_5_linear_attn/q.log"))"; rc=1
+    fi
+fi
+
+vpyrun vllm_oracle "$CONF/vllm_oracle.py" "$D" --models $MODELS "${LINEAR_ATTN[@]}" "${REPAIRED[@]}" --neg "$NEG" \
     --refuse-dense gemma4_dense --refuse-moe gemma4_moe "${UNPAIRED[@]}"
 
 # Families vLLM's CPU build loads but cannot run: its loader is the oracle for the names and

@@ -58,12 +58,9 @@ static const ff_synth_preset deepseek_v3_presets[] = {
 
 static int deepseek_v3_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
 {
-    int real = strcmp(size, "real") == 0, kimi = strcmp(preset, "kimi-k2") == 0;
-    if (!real && strcmp(size, "tiny") != 0)
-        return ff_fail(e, FF_EUSAGE, "unknown --size %s (tiny|real)", size);
-    memset(g, 0, sizeof *g);
-    g->moe = 1;
-    g->seed = 1;
+    int real, kimi = strcmp(preset, "kimi-k2") == 0, rc = ff_decoder_synth_begin(size, 1, g, &real, e);
+    if (rc)
+        return rc;
     g->dense_layers = kimi ? 1 : 3;
     g->mtp_layers = kimi ? 0 : 1;
     if (real) {

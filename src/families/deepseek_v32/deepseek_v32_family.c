@@ -89,12 +89,9 @@ static const ff_synth_preset deepseek_v32_presets[] = {
 
 static int deepseek_v32_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
 {
-    int real = strcmp(size, "real") == 0, glm = strcmp(preset, "glm5") == 0;
-    if (!real && strcmp(size, "tiny") != 0)
-        return ff_fail(e, FF_EUSAGE, "unknown --size %s (tiny|real)", size);
-    memset(g, 0, sizeof *g);
-    g->moe = 1;
-    g->seed = 1;
+    int real, glm = strcmp(preset, "glm5") == 0, rc = ff_decoder_synth_begin(size, 1, g, &real, e);
+    if (rc)
+        return rc;
     g->dense_layers = 3;
     g->mtp_layers = 1;
     if (real && !glm) {   /* DeepSeek-V3.2 */

@@ -12,14 +12,14 @@ static int gemma4_check_geom(const synth_geom *g, ff_err *e)
 {
     if (g->layers <= 0 || g->hidden <= 0 || g->heads <= 0 || g->kv_heads <= 0 || g->head_dim <= 0 ||
         g->intermediate <= 0 || g->vocab <= 0 || g->full_every <= 0)
-        return ff_fail(e, FF_EUSAGE, "synth: layers, hidden, heads, kv heads, head dim, intermediate and vocab must be positive");
+        return ff_fail(e, FF_EUSAGE, "layers, hidden, heads, kv heads, head dim, intermediate and vocab must be positive");
     if (g->hidden % 16 || g->intermediate % 16 || ((int64_t)g->heads * g->head_dim) % 16 ||
         (g->moe && g->moe_intermediate % 16))
-        return ff_fail(e, FF_EUSAGE, "synth: Linear input widths must be multiples of 16");
+        return ff_fail(e, FF_EUSAGE, "Linear input widths must be multiples of 16");
     if (g->moe && (g->experts <= 0 || g->moe_intermediate <= 0 || g->top_k <= 0))
-        return ff_fail(e, FF_EUSAGE, "synth: MoE needs experts, moe intermediate and top-k");
+        return ff_fail(e, FF_EUSAGE, "MoE needs experts, moe intermediate and top-k");
     if (g->vision_layers && (g->vision_heads <= 0 || g->vision_hidden % g->vision_heads))
-        return ff_fail(e, FF_EUSAGE, "synth: vision hidden must divide into vision heads");
+        return ff_fail(e, FF_EUSAGE, "vision hidden must divide into vision heads");
     return FF_OK;
 }
 

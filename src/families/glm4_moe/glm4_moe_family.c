@@ -86,12 +86,9 @@ static const ff_synth_preset glm4_moe_presets[] = {
 static int glm4_moe_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
 {
     (void)preset;
-    int real = strcmp(size, "real") == 0;
-    if (!real && strcmp(size, "tiny") != 0)
-        return ff_fail(e, FF_EUSAGE, "unknown --size %s (tiny|real)", size);
-    memset(g, 0, sizeof *g);
-    g->moe = 1;
-    g->seed = 1;
+    int real, rc = ff_decoder_synth_begin(size, 1, g, &real, e);
+    if (rc)
+        return rc;
     g->dense_layers = 1;
     g->mtp_layers = 1;
     if (real) {   /* GLM-4.5-Air */

@@ -121,12 +121,9 @@ static const ff_synth_preset llama4_presets[] = {
 static int llama4_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
 {
     (void)preset;
-    int real = strcmp(size, "real") == 0;
-    if (!real && strcmp(size, "tiny") != 0)
-        return ff_fail(e, FF_EUSAGE, "unknown --size %s (tiny|real)", size);
-    memset(g, 0, sizeof *g);
-    g->moe = 1;
-    g->seed = 1;
+    int real, rc = ff_decoder_synth_begin(size, 1, g, &real, e);
+    if (rc)
+        return rc;
     g->full_every = 4;   /* every 4th layer is NoPE full attention, the rest chunked */
     if (real) {          /* Llama-4-Scout-17B-16E */
         g->layers = 48; g->hidden = 5120; g->intermediate = 16384; g->vocab = 202048;

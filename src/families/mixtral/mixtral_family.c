@@ -36,41 +36,6 @@ static int mixtral_matches(const json_t *config)
     return strcmp(jsonio_str(config, "model_type", ""), "mixtral") == 0;
 }
 
-/* Every layer is sparse; the expert width is intermediate_size. */
-static int mixtral_geometry(const json_t *config, ff_geometry *g, ff_err *e)
-{
-    int rc = ff_decoder_geometry(config, g, e);
-    if (rc)
-        return rc;
-    g->experts = (int)jsonio_int(config, "num_local_experts", 0);
-    g->top_k = (int)jsonio_int(config, "num_experts_per_tok", 0);
-    g->moe_intermediate = jsonio_int(config, "intermediate_size", 0);
-    if (g->experts <= 0 || g->top_k <= 0 || g->moe_intermediate <= 0)
-        return ff_fail(e, FF_EIO, "config.json: lacks num_local_experts, num_experts_per_tok or intermediate_size");
-    g->moe = 1;
-    g->moe_layers = g->layers;
-    for (int i = 0; i < g->layers; i++)
-        g->layer[i].intermediate = 0;
-    return FF_OK;
-}
-
-static int mixtral_expect(const json_t *config, ff_expect *x, ff_err *e)
-{
-    ff_geometry g;
-    int rc = mixtral_geometry(config, &g, e);
-    if (rc)
-        return rc;
-    memset(x, 0, sizeof *x);
-    x->dense_linears = 4ll * g.layers;
-    x->moe_layers = g.layers;
-    x->experts = g.experts;
-    x->expert_linears = (int64_t)g.layers * g.experts * 3;
-    x->routers = g.layers;
-    x->expert_inter = g.moe_intermediate;
-    x->hidden = g.hidden;
-    return FF_OK;
-}
-
 static const ff_synth_preset mixtral_presets[] = {
     {"mixtral", "Mixtral (real: Mixtral-8x7B, 32 layers x 8 experts)"},
     {NULL, NULL},
@@ -79,12 +44,9 @@ static const ff_synth_preset mixtral_presets[] = {
 static int mixtral_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
 {
     (void)preset;
-    int real = strcmp(size, "real") == 0;
-    if (!real && strcmp(size, "tiny") != 0)
-        return ff_fail(e, FF_EUSAGE, "unknown --size %s (tiny|real)", size);
-    memset(g, 0, sizeof *g);
-    g->moe = 1;
-    g->seed = 1;
+    int real, rc = ff_decoder_synth_begin(size, 1, g, &real, e);
+    if (rc)
+        return rc;
     if (real) {   /* Mixtral-8x7B */
         g->layers = 32; g->hidden = 4096; g->moe_intermediate = 14336; g->vocab = 32000;
         g->heads = 32; g->kv_heads = 8; g->head_dim = 128; g->experts = 8; g->top_k = 2;
@@ -137,9 +99,9 @@ const ff_family ff_family_mixtral = {
     .matches = mixtral_matches,
     .rules = mixtral_rules,
     .nrules = sizeof mixtral_rules / sizeof *mixtral_rules,
-    .expect = mixtral_expect,
+    .expect = ff_decoder_all_sparse_expect,
     .dense_rule = "q/k/v/o in every layer",
-    .geometry = mixtral_geometry,
+    .geometry = ff_decoder_all_sparse_geometry,
     .implicit_ignore = mixtral_implicit_ignore,
     .synth_presets = mixtral_presets,
     .synth_preset = mixtral_synth_preset,

@@ -37,28 +37,13 @@ static const ff_rule qwen3_5_rules[] = {
     FF_TOWER(VT "patch_embed\\.", "vision", 0),   /* a Conv3d, not a Linear */
     FF_TOWER(VT ".*\\.(qkv|proj|linear_fc[12])\\.weight$", "vision", 1),
     FF_TOWER(VT, "vision", 0),
-    /* the MTP head's fused experts: kept, each expert's Linears in ignore */
-    {.regex = "^mtp\\..*\\.mlp\\.experts\\.gate_up_proj$", .role = ROLE_KEEP, .group = "mtp", .linear = 1,
-     .guard = GUARD_FIXED, .expert_out = {"gate_proj", "up_proj"}},
-    {.regex = "^mtp\\..*\\.mlp\\.experts\\.down_proj$", .role = ROLE_KEEP, .group = "mtp", .linear = 1,
-     .guard = GUARD_FIXED, .expert_out = {"down_proj", NULL}},
-    FF_KEEP("^mtp\\..*norm[a-z_]*\\.weight$", "mtp", GUARD_FIXED),
-    FF_KEEP_LINEAR("^mtp\\..*\\.weight$", "mtp", GUARD_FIXED),
-    FF_KEEP("^mtp\\.", "mtp", GUARD_FIXED),
+    FF_QWEN_MTP_ROWS,
     FF_DENSE_ATTENTION_ROWS(LM),
     KEPT_PAIR(LM "linear_attn\\.in_proj_(qkv|z)\\.weight$", "qkvz"),
     KEPT_PAIR(LM "linear_attn\\.in_proj_(b|a)\\.weight$", "ba"),
     FF_KEEP_LINEAR(LM "linear_attn\\.out_proj\\.weight$", "linear_attn", GUARD_NONE),
     FF_KEEP(LM "linear_attn\\.", "linear_attn", GUARD_NONE),
-    FF_EXPERT(LM "mlp\\.experts\\.[0-9]+\\.(gate|up)_proj\\.weight$", "gate_up"),
-    FF_EXPERT(LM "mlp\\.experts\\.[0-9]+\\.down_proj\\.weight$", NULL),
-    FF_EXPERTS_FUSED(LM "mlp\\.experts\\.gate_up_proj$", ROLE_EXPERTS_FUSED2, "gate_proj", "up_proj"),
-    FF_EXPERTS_FUSED(LM "mlp\\.experts\\.down_proj$", ROLE_EXPERTS_ONE, "down_proj", NULL),
-    FF_ROUTER(LM "mlp\\.gate\\.weight$", 0),
-    FF_ROUTER(LM "mlp\\.shared_expert_gate\\.weight$", 0),
-    FF_QUANT(LM "mlp\\.shared_expert\\.(gate|up)_proj\\.weight$", "shared_expert", "gate_up"),
-    FF_QUANT(LM "mlp\\.shared_expert\\.down_proj\\.weight$", "shared_expert", NULL),
-    FF_DENSE_MLP_ROWS(LM, "mlp"),
+    FF_QWEN_SPARSE_ROWS(LM),
     FF_KEEP("^model\\.(language_model\\.)?embed_tokens\\.weight$", "embedding", GUARD_FIXED),
     FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
     FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
@@ -113,12 +98,9 @@ static void real_geometry(const char *preset, synth_geom *g)
 
 static int qwen3_5_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
 {
-    int real = strcmp(size, "real") == 0, dense = strcmp(preset, "qwen3.5-dense") == 0;
-    if (!real && strcmp(size, "tiny") != 0)
-        return ff_fail(e, FF_EUSAGE, "unknown --size %s (tiny|real)", size);
-    memset(g, 0, sizeof *g);
-    g->moe = !dense;
-    g->seed = 1;
+    int real, dense = strcmp(preset, "qwen3.5-dense") == 0, rc = ff_decoder_synth_begin(size, !dense, g, &real, e);
+    if (rc)
+        return rc;
     g->full_every = 4;
     if (real) {
         real_geometry(preset, g);

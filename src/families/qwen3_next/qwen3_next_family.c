@@ -23,21 +23,11 @@
 #define LM "^model\\.layers\\.[0-9]+\\."
 
 static const ff_rule qwen3_next_rules[] = {
-    FF_KEEP("^mtp\\..*norm[a-z_]*\\.weight$", "mtp", GUARD_FIXED),
-    FF_KEEP_LINEAR("^mtp\\..*\\.weight$", "mtp", GUARD_FIXED),
-    FF_KEEP("^mtp\\.", "mtp", GUARD_FIXED),
+    FF_QWEN_MTP_ROWS,
     FF_DENSE_ATTENTION_ROWS(LM),
     FF_KEEP_LINEAR(LM "linear_attn\\.(in_proj_qkvz|in_proj_ba|out_proj)\\.weight$", "linear_attn", GUARD_NONE),
     FF_KEEP(LM "linear_attn\\.", "linear_attn", GUARD_NONE),
-    FF_EXPERT(LM "mlp\\.experts\\.[0-9]+\\.(gate|up)_proj\\.weight$", "gate_up"),
-    FF_EXPERT(LM "mlp\\.experts\\.[0-9]+\\.down_proj\\.weight$", NULL),
-    FF_EXPERTS_FUSED(LM "mlp\\.experts\\.gate_up_proj$", ROLE_EXPERTS_FUSED2, "gate_proj", "up_proj"),
-    FF_EXPERTS_FUSED(LM "mlp\\.experts\\.down_proj$", ROLE_EXPERTS_ONE, "down_proj", NULL),
-    FF_ROUTER(LM "mlp\\.gate\\.weight$", 0),
-    FF_ROUTER(LM "mlp\\.shared_expert_gate\\.weight$", 0),
-    FF_QUANT(LM "mlp\\.shared_expert\\.(gate|up)_proj\\.weight$", "shared_expert", "gate_up"),
-    FF_QUANT(LM "mlp\\.shared_expert\\.down_proj\\.weight$", "shared_expert", NULL),
-    FF_DENSE_MLP_ROWS(LM, "mlp"),
+    FF_QWEN_SPARSE_ROWS(LM),
     FF_KEEP("^model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
     FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
     FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
@@ -63,12 +53,9 @@ static const ff_synth_preset qwen3_next_presets[] = {
 static int qwen3_next_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
 {
     (void)preset;
-    int real = strcmp(size, "real") == 0;
-    if (!real && strcmp(size, "tiny") != 0)
-        return ff_fail(e, FF_EUSAGE, "unknown --size %s (tiny|real)", size);
-    memset(g, 0, sizeof *g);
-    g->moe = 1;
-    g->seed = 1;
+    int real, rc = ff_decoder_synth_begin(size, 1, g, &real, e);
+    if (rc)
+        return rc;
     g->full_every = 4;
     g->conv_kernel = 4;
     g->mtp_layers = 1;
