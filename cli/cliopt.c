@@ -15,6 +15,57 @@ static const cli_opt *find_opt(const cli_spec *s, const char *name)
     return NULL;
 }
 
+/* Levenshtein distance, capped: names are short, and only "close" matters. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b), row[64];
+    if (n >= 63 || m >= 63)
+        return 99;
+    for (size_t j = 0; j <= m; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= n; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= m; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            best = up + 1 < best ? up + 1 : best;
+            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[m];
+}
+
+const char *cli_closest(const char *word, const char *const *names, size_t n)
+{
+    const char *best = NULL;
+    size_t best_d = 3;   /* a typo: two edits at most, or a unique prefix */
+    for (size_t i = 0; i < n; i++) {
+        size_t d = edit_distance(word, names[i]);
+        if (strlen(word) >= 4 && strncmp(names[i], word, strlen(word)) == 0)
+            d = d < 2 ? d : 2;
+        if (d < best_d) {
+            best_d = d;
+            best = names[i];
+        }
+    }
+    return best;
+}
+
+static int unknown_option(const cli_spec *s, const char *name, ff_err *e)
+{
+    const char *names[CLI_MAX_VALS];
+    size_t n = 0;
+    for (const cli_opt *o = s->opts; o && o->name && n < CLI_MAX_VALS; o++)
+        names[n++] = o->name;
+    const char *near = cli_closest(name, names, n);
+    if (near)
+        return ff_fail(e, FF_EUSAGE, "unknown option %s; did you mean %s? (fp4forge %s --help lists them)", name,
+                       near, s->cmd);
+    return ff_fail(e, FF_EUSAGE, "unknown option %s (fp4forge %s --help lists them)", name, s->cmd);
+}
+
 int cli_parse(const cli_spec *s, int argc, char **argv, cli_args *a, ff_err *e)
 {
     memset(a, 0, sizeof *a);
@@ -24,20 +75,23 @@ int cli_parse(const cli_spec *s, int argc, char **argv, cli_args *a, ff_err *e)
             a->help = 1;
             return FF_OK;
         }
+        if (strcmp(arg, "--version") == 0) {
+            a->version = 1;
+            return FF_OK;
+        }
         if (strncmp(arg, "--", 2) == 0 && arg[2]) {
             char name[128];
             const char *eq = strchr(arg, '=');
             size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
             if (n >= sizeof name)
-                return ff_fail(e, FF_EUSAGE, "%s: option too long: %s", s->cmd, arg);
+                return ff_fail(e, FF_EUSAGE, "option too long: %s", arg);
             memcpy(name, arg, n);
             name[n] = 0;
             const cli_opt *o = find_opt(s, name);
             if (!o)
-                return ff_fail(e, FF_EUSAGE, "%s: unknown option %s (see fp4forge %s --help)", s->cmd,
-                               name, s->cmd);
+                return unknown_option(s, name, e);
             if (a->nval >= CLI_MAX_VALS)
-                return ff_fail(e, FF_EUSAGE, "%s: too many options", s->cmd);
+                return ff_fail(e, FF_EUSAGE, "too many options");
             const char *val = "";
             if (o->arg) {
                 if (eq)
@@ -45,22 +99,20 @@ int cli_parse(const cli_spec *s, int argc, char **argv, cli_args *a, ff_err *e)
                 else if (i + 1 < argc)
                     val = argv[++i];
                 else
-                    return ff_fail(e, FF_EUSAGE, "%s: %s needs a value (%s)", s->cmd, name, o->arg);
+                    return ff_fail(e, FF_EUSAGE, "%s needs a value (%s)", name, o->arg);
             } else if (eq) {
-                return ff_fail(e, FF_EUSAGE, "%s: %s takes no value", s->cmd, name);
+                return ff_fail(e, FF_EUSAGE, "%s takes no value", name);
             }
             a->name[a->nval] = o->name;
             a->val[a->nval++] = val;
             continue;
         }
         if (a->npos >= CLI_MAX_POS || a->npos >= s->max_pos)
-            return ff_fail(e, FF_EUSAGE, "%s: unexpected argument %s (usage: fp4forge %s %s)",
-                           s->cmd, arg, s->cmd, s->usage);
+            return ff_fail(e, FF_EUSAGE, "unexpected argument %s (usage: fp4forge %s %s)", arg, s->cmd, s->usage);
         a->pos[a->npos++] = arg;
     }
     if (a->npos < s->min_pos)
-        return ff_fail(e, FF_EUSAGE, "%s: missing arguments (usage: fp4forge %s %s)", s->cmd,
-                       s->cmd, s->usage);
+        return ff_fail(e, FF_EUSAGE, "missing arguments (usage: fp4forge %s %s)", s->cmd, s->usage);
     return FF_OK;
 }
 

@@ -33,12 +33,17 @@ typedef struct cli_args {
     const char *val[CLI_MAX_VALS];   /* "" for flags */
     int nval;
     int help;
+    int version;          /* --version given to a command */
     /* the Hugging Face cache name ("org/name") positional i was resolved
      * from, NULL when it was given as a path (see cli_resolve_inputs) */
     const char *hf_repo[CLI_MAX_POS];
 } cli_args;
 
-/* argv[0] is the command name. On --help, sets a->help and returns 0. */
+/* The name in names[0..n) closest to word (two edits at most, or a word of
+ * four letters or more that begins it), or NULL: for "did you mean". */
+const char *cli_closest(const char *word, const char *const *names, size_t n);
+/* argv[0] is the command name. On --help (--version), sets a->help
+ * (a->version) and returns 0. */
 int cli_parse(const cli_spec *s, int argc, char **argv, cli_args *a, ff_err *e);
 void cli_print_help(const cli_spec *s, FILE *out);
 /* Last value given for an option, or NULL. */

@@ -6,11 +6,13 @@
 
 #include "cliopt.h"
 #include "commands.h"
+#include "family.h"
 
 const cli_spec completion_spec = {
     "completion", "bash|zsh",
     "Prints a shell completion script for fp4forge: command names, each command's options, the\n"
-    "choices of options that have a fixed set (--schema legacy|per-layer), file names elsewhere.\n"
+    "choices of options that have a fixed set (--observer, --kernel, synth --arch, --size, --source,\n"
+    "--schema), file names elsewhere.\n"
     "  bash: source <(fp4forge completion bash)    (or save it in ~/.local/share/bash-completion/completions/fp4forge)\n"
     "  zsh:  fp4forge completion zsh > \"${fpath[1]}/_fp4forge\"   (then compinit), or source it after compinit",
     NULL, 1, 1, NULL,
@@ -27,6 +29,19 @@ static int print_choices(FILE *out, const char *arg)
     return 1;
 }
 
+/* The option's fixed choices ("a|b"), or NULL for a free value: its
+ * argument name when that is the set, or the family table's presets for
+ * --arch, the one set no option table can spell. */
+static const char *opt_choices(const cli_opt *o)
+{
+    static char presets[2048];
+    if (strcmp(o->name, "--arch") == 0) {
+        ff_family_presets(presets, sizeof presets);
+        return presets;
+    }
+    return o->arg && strchr(o->arg, '|') ? o->arg : NULL;
+}
+
 static void bash_options(FILE *out, const cli_spec *s)
 {
     for (const cli_opt *o = s->opts; o && o->name; o++)
@@ -39,10 +54,10 @@ static void bash_options(FILE *out, const cli_spec *s)
 static void bash_choices(FILE *out, const cli_spec *s)
 {
     for (const cli_opt *o = s->opts; o && o->name; o++) {
-        if (!o->arg || !strchr(o->arg, '|'))
+        if (!opt_choices(o))
             continue;
         fprintf(out, "        \"%s %s\") COMPREPLY=($(compgen -W \"", s->cmd, o->name);
-        print_choices(out, o->arg);
+        print_choices(out, opt_choices(o));
         fprintf(out, "\" -- \"$cur\")); return 0;;\n");
     }
     if (strchr(s->usage, '|') && !strchr(s->usage, ' ')) {
@@ -118,9 +133,9 @@ static void zsh_command(FILE *out, const cli_spec *s)
         fprintf(out, "]");
         if (o->arg) {
             fprintf(out, ":%s:", o->arg);
-            if (strchr(o->arg, '|')) {
+            if (opt_choices(o)) {
                 fputc('(', out);
-                print_choices(out, o->arg);
+                print_choices(out, opt_choices(o));
                 fputc(')', out);
             } else if (names_path(o->arg)) {
                 fprintf(out, "_files");

@@ -21,6 +21,19 @@ const cli_spec plan_spec = {
     options, 1, 1, NULL,
 };
 
+void print_plan(const plan *p, const ckpt *c, int json)
+{
+    if (json) {
+        json_t *j = plan_to_json(p, c);
+        char *s = json_dumps(j, JSON_INDENT(2));
+        printf("%s\n", s);
+        free(s);
+        json_decref(j);
+    } else {
+        plan_print(p, c, stdout);
+    }
+}
+
 int plan_and_print(const char *dir, const recipe_args *r, int json, ff_err *e)
 {
     ckpt c;
@@ -31,17 +44,8 @@ int plan_and_print(const char *dir, const recipe_args *r, int json, ff_err *e)
         return rc;
     }
     rc = plan_build(&p, &c, &r->opts, e);
-    if (rc == FF_OK || rc == FF_EPLAN) {
-        if (json) {
-            json_t *j = plan_to_json(&p, &c);
-            char *s = json_dumps(j, JSON_INDENT(2));
-            printf("%s\n", s);
-            free(s);
-            json_decref(j);
-        } else {
-            plan_print(&p, &c, stdout);
-        }
-    }
+    if (rc == FF_OK || rc == FF_EPLAN)
+        print_plan(&p, &c, json);
     plan_free(&p);
     ckpt_close(&c);
     return rc;

@@ -1,6 +1,7 @@
 /* fp4forge quantize: plan, refuse what breaks an invariant, then stream. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "card.h"
@@ -15,9 +16,9 @@
 static const cli_opt options[] = {
     {"--threads", "N", "worker threads (default: all cores)"},
     {"--shard-size", "SIZE", "target shard size, e.g. 5GB (default), 500MB"},
-    {"--kernel", "NAME", "scalar, avx2 or avx512 (default: fastest available; same bytes)"},
-    {"--observer", "NAME", "minmax (default), mse or expanded-mse: llm-compressor's weight observers, same bytes"},
-    {"--dry-run", NULL, "print the plan (as fp4forge plan) and write nothing"},
+    {"--kernel", "scalar|avx2|avx512", "default: the fastest available; the same bytes"},
+    {"--observer", "minmax|mse|expanded-mse", "llm-compressor's weight observers (default minmax), their bytes"},
+    {"--dry-run", NULL, "every check of the real run, the plan printed (as fp4forge plan); nothing written"},
     {"--json", NULL, "with --dry-run: the plan as JSON; otherwise a JSON summary"},
     {"--quiet", NULL, "no progress bar"},
     {"--force", NULL, "replace OUT_DIR if it exists"},
@@ -64,7 +65,7 @@ static void summary(const plan *p, const quant_stats *st, const char *out, int j
     printf("fp4forge quantize: %s\n", out);
     printf("  quantized  %lld dense Linears, %lld expert Linears (%s, %d layers)\n",
            (long long)p->q_dense, (long long)p->q_experts, p->arch_class, p->layers);
-    printf("  ignored    %zu Linears left in their dtype (listed in quantization_config.ignore)\n",
+    printf("  ignored    %zu modules left in their dtype (quantization_config.ignore)\n",
            p->nignore);
     printf("  bytes      %.3f GB in -> %.3f GB out in %zu shard%s\n", (double)st->bytes_read / 1e9,
            (double)st->bytes_written / 1e9, st->shards, st->shards == 1 ? "" : "s");
@@ -91,6 +92,74 @@ static int write_card(const cli_args *a, const plan *p, const ckpt *c, ff_err *e
     return rc ? ff_wrap(e, "model card: ") : FF_OK;
 }
 
+/* The options' values, checked as the real run checks them (a dry run too). */
+static int quant_options(const cli_args *a, quant_opts *o, nvfp4_obs *obs, ff_err *e)
+{
+    memset(o, 0, sizeof *o);
+    if (cli_threads(a, &o->threads, e) || cli_shard_size(a, &o->shard_size, e))
+        return e->code;
+    o->kernel = cli_get(a, "--kernel");
+    const char *obs_name = cli_get(a, "--observer");
+    if (obs_name && nvfp4_obs_from_name(obs_name, obs))
+        return ff_fail(e, FF_EUSAGE, "--observer %s: unknown (minmax, mse, expanded-mse; or llm-compressor's "
+                       "memoryless_minmax, memoryless_mse, mse, nvfp4_expanded_mse, fouroversix)", obs_name);
+    o->observer = obs_name ? obs : NULL;
+    o->input_dir = a->pos[0];
+    o->force = cli_flag(a, "--force");
+    o->progress = !cli_flag(a, "--quiet") && isatty(2);
+    return FF_OK;
+}
+
+/* A LoRA adapter bound to the plan, its tensors the quantizer's source. */
+static int bind_lora(const cli_args *a, lora_adapter *l, const ckpt *c, plan *p, quant_source *qs,
+                     quant_opts *o, ff_err *e)
+{
+    if (!cli_get(a, "--lora"))
+        return FF_OK;
+    int rc = lora_open(l, cli_get(a, "--lora"), e);
+    if (!rc)
+        rc = lora_bind(l, c, p, cli_flag(a, "--lora-allow-ignored"), e);
+    lora_quant_source(l, qs);
+    o->source = qs;
+    return rc;
+}
+
+/* --dry-run: every check the real run makes (options, input, doctor, plan,
+ * LoRA adapter, kernel, OUT), in its order and with its exit codes, and the
+ * plan printed. Nothing is written but, with --fix, doctor's shadow copy
+ * (small files copied, shards linked), beside OUT or in the temp folder, and
+ * removed before it returns. */
+static int dry_run(const cli_args *a, const recipe_args *r, quant_opts *o, int json, ff_err *e)
+{
+    doctor_input din = {.dir = a->pos[0]};
+    ckpt c;
+    plan p = {0};
+    lora_adapter l = {0};
+    quant_source qs;
+    char beside[4096];
+    snprintf(beside, sizeof beside, "%s", a->npos == 2 ? a->pos[1] : P_tmpdir "/fp4forge-dry-run");
+    int rc = ckpt_open(&c, a->pos[0], 1, e);
+    ckpt_close(&c);
+    if (!rc && !cli_flag(a, "--no-doctor"))
+        rc = doctor_input_prepare(&din, a->pos[0], beside, cli_flag(a, "--fix"), cli_get(a, "--aux-from"), stderr, e);
+    int opened = !rc && !(rc = ckpt_open(&c, din.dir, 1, e));
+    if (!rc) {
+        rc = plan_build(&p, &c, &r->opts, e);
+        if (rc == FF_OK || rc == FF_EPLAN)
+            print_plan(&p, &c, json);
+    }
+    if (!rc)
+        rc = bind_lora(a, &l, &c, &p, &qs, o, e);
+    if (!rc)
+        rc = quantize_check(&c, &p, a->npos == 2 ? a->pos[1] : NULL, o, e);
+    lora_close(&l);
+    plan_free(&p);
+    if (opened)
+        ckpt_close(&c);
+    doctor_input_done(&din);
+    return rc;
+}
+
 int cmd_quantize(const cli_args *args)
 {
     const cli_args a = *args;
@@ -98,29 +167,16 @@ int cmd_quantize(const cli_args *args)
     recipe_args r;
     recipe_from_cli(&a, &r);
     int json = cli_flag(&a, "--json");
-    if (cli_flag(&a, "--dry-run")) {
-        int rc = plan_and_print(a.pos[0], &r, json, &e);
-        return rc ? cmd_report("quantize", &e) : 0;
-    }
+    quant_opts o;
+    nvfp4_obs obs;
+    if (quant_options(&a, &o, &obs, &e))
+        return cmd_report("quantize", &e);
+    if (cli_flag(&a, "--dry-run"))
+        return dry_run(&a, &r, &o, json, &e) ? cmd_report("quantize", &e) : 0;
     if (a.npos != 2) {
         ff_fail(&e, FF_EUSAGE, "missing OUT_DIR (usage: fp4forge quantize IN_DIR OUT_DIR)");
         return cmd_report("quantize", &e);
     }
-    quant_opts o = {.threads = 0};
-    if (cli_threads(&a, &o.threads, &e) || cli_shard_size(&a, &o.shard_size, &e))
-        return cmd_report("quantize", &e);
-    o.kernel = cli_get(&a, "--kernel");
-    nvfp4_obs obs;
-    const char *obs_name = cli_get(&a, "--observer");
-    if (obs_name && nvfp4_obs_from_name(obs_name, &obs)) {
-        ff_fail(&e, FF_EUSAGE, "--observer %s: unknown (minmax, mse, expanded-mse; or llm-compressor's "
-                "memoryless_minmax, memoryless_mse, mse, nvfp4_expanded_mse, fouroversix)", obs_name);
-        return cmd_report("quantize", &e);
-    }
-    o.observer = obs_name ? &obs : NULL;
-    o.input_dir = a.pos[0];
-    o.force = cli_flag(&a, "--force");
-    o.progress = !cli_flag(&a, "--quiet") && isatty(2);
 
     /* The same checks as `fp4forge doctor`, first: a drifted config or a
      * missing processor file fails far from its cause once served. */
@@ -143,13 +199,8 @@ int cmd_quantize(const cli_args *args)
     rc = ckpt_open(&c, din.dir, 1, &e);
     if (!rc)
         rc = plan_build(&p, &c, &r.opts, &e);
-    if (!rc && cli_get(&a, "--lora")) {
-        rc = lora_open(&l, cli_get(&a, "--lora"), &e);
-        if (!rc)
-            rc = lora_bind(&l, &c, &p, cli_flag(&a, "--lora-allow-ignored"), &e);
-        lora_quant_source(&l, &qs);
-        o.source = &qs;
-    }
+    if (!rc)
+        rc = bind_lora(&a, &l, &c, &p, &qs, &o, &e);
     if (!rc)
         rc = quantize_run(&c, &p, a.pos[1], &o, &st, &e);
     if (!rc)

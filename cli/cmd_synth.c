@@ -12,7 +12,7 @@
 
 static const cli_opt options[] = {
     {"--arch", "ARCH", "a preset (listed below; default: the first)"},
-    {"--size", "SIZE", "tiny (default, ~30 MB) or real (the published model's geometry)"},
+    {"--size", "tiny|real", "tiny (default, ~30 MB) or real (the published model's geometry)"},
     {"--layers", "N", "decoder layers"},
     {"--hidden", "H", "hidden size"},
     {"--intermediate", "I", "dense MLP width"},
@@ -31,12 +31,12 @@ static const cli_opt options[] = {
     {"--vision-layers", "N", "vision tower layers (0 = no vision tower)"},
     {"--vision-hidden", "H", "vision hidden size"},
     {"--vision-intermediate", "I", "vision MLP width"},
-    {"--schema", "S", "per-layer (default, transformers >= 5.15) or legacy (the older config schema)"},
+    {"--schema", "per-layer|legacy", "per-layer (default, transformers >= 5.15) or legacy (the older config schema)"},
     {"--seed", "S", "weight seed (default 1)"},
     {"--shard-size", "SIZE", "target shard size (default 5GB)"},
     {"--threads", "N", "threads filling weights (the bytes do not depend on it)"},
     {"--sparse", NULL, "headers and file sizes only (zeros, no disk used): plan/fit at real size"},
-    {"--source", "KIND", "bf16 (default) or fp8-block: decoder Linears as F8_E4M3 + weight_scale_inv per 128x128 block"},
+    {"--source", "bf16|fp8-block", "bf16 (default) or fp8-block: decoder Linears as F8_E4M3 + weight_scale_inv per 128x128 block"},
     {"--force", NULL, "replace OUT_DIR if it exists"},
     {NULL, NULL, NULL},
 };
@@ -91,7 +91,7 @@ static int apply_flags(const cli_args *a, synth_geom *g, ff_err *e)
         g->k_is_v = 0;
     const char *schema = cli_get(a, "--schema");
     if (schema && strcmp(schema, "legacy") && strcmp(schema, "per-layer"))
-        return ff_fail(e, FF_EUSAGE, "synth: --schema is per-layer or legacy, not %s", schema);
+        return ff_fail(e, FF_EUSAGE, "--schema is per-layer or legacy, not %s", schema);
     g->legacy_schema = schema && strcmp(schema, "legacy") == 0;
     return FF_OK;
 }

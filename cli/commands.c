@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cmd_common.h"
+#include "version.h"
 #include "writer.h"
 
 const ff_command ff_commands[] = {
@@ -75,6 +76,10 @@ int ff_command_dispatch(const ff_command *c, int argc, char **argv)
         return cmd_report(c->spec->cmd, &e);
     if (a.help) {
         cli_print_help(c->spec, stdout);
+        return 0;
+    }
+    if (a.version) {
+        printf("fp4forge %s\n", FP4FORGE_VERSION);
         return 0;
     }
     /* Cache names become snapshot folders here, once for every command, so

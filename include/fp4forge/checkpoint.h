@@ -29,6 +29,9 @@ typedef struct ckpt {
 /* need_config: refuse a folder without config.json. */
 /* On failure c holds nothing (ckpt_close is then a no-op). */
 int ckpt_open(ckpt *c, const char *dir, int need_config, ff_err *e);
+/* The one line for a checkpoint argument that is no folder: missing, a GGUF
+ * file (with the transformers call that converts it), another file. */
+int ckpt_not_a_folder(const char *path, ff_err *e);
 void ckpt_close(ckpt *c);
 const ckpt_tensor *ckpt_find(const ckpt *c, const char *name);
 static inline const uint8_t *ckpt_data(const ckpt *c, const ckpt_tensor *t)

@@ -44,5 +44,9 @@ typedef struct quant_stats {
 
 int quantize_run(const ckpt *c, const plan *p, const char *out_dir, const quant_opts *o,
                  quant_stats *st, ff_err *e);
+/* Every refusal quantize_run would make before its first write (the kernel,
+ * a LoRA source on an FP8 checkpoint, OUT the input or existing without
+ * force), and nothing written: a dry run. out_dir may be NULL. */
+int quantize_check(const ckpt *c, const plan *p, const char *out_dir, const quant_opts *o, ff_err *e);
 
 #endif

@@ -19,6 +19,8 @@ typedef struct ckpt_writer ckpt_writer;
  * inside one of `inputs` (NULL-terminated, may be NULL). NULL with e filled
  * on failure. */
 ckpt_writer *ckpt_writer_begin(const char *out_dir, int force, const char *const *inputs, ff_err *e);
+/* What ckpt_writer_begin would refuse, checked without writing anything. */
+int ckpt_writer_check(const char *out_dir, int force, const char *const *inputs, ff_err *e);
 /* Removes what this process stages for out_dir (the staging folder and a
  * doctor shadow beside it): for a program interrupted by a signal. Not
  * async-signal-safe: call it from a thread that waited for the signal. */

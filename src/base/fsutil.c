@@ -299,6 +299,24 @@ int fs_stage_collect_stale(const char *out_dir)
     return removed;
 }
 
+static int check_out(const char *final_dir, int force, const char *const *inputs, ff_err *e)
+{
+    int rc = check_not_input(final_dir, inputs, e);
+    if (rc)
+        return rc;
+    if (fs_exists(final_dir) && !force)
+        return ff_fail(e, FF_EIO, "%s: already exists (refusing to overwrite; pass --force)", final_dir);
+    return FF_OK;
+}
+
+int fs_stage_check(const char *out_dir, int force, const char *const *inputs, ff_err *e)
+{
+    char *final_dir = trim_slashes(out_dir);
+    int rc = final_dir ? check_out(final_dir, force, inputs, e) : ff_fail(e, FF_EIO, "out of memory");
+    free(final_dir);
+    return rc;
+}
+
 int fs_stage_begin(fs_stage *s, const char *out_dir, int force, const char *const *inputs, ff_err *e)
 {
     memset(s, 0, sizeof *s);
@@ -307,12 +325,9 @@ int fs_stage_begin(fs_stage *s, const char *out_dir, int force, const char *cons
     s->tmp_dir = fs_stage_path(out_dir);
     if (!s->final_dir || !s->tmp_dir)
         return ff_fail(e, FF_EIO, "out of memory");
-    int rc = check_not_input(s->final_dir, inputs, e);
+    int rc = check_out(s->final_dir, force, inputs, e);
     if (rc)
         return rc;
-    if (fs_exists(s->final_dir) && !force)
-        return ff_fail(e, FF_EIO, "%s: already exists (refusing to overwrite; pass --force)",
-                       s->final_dir);
     fs_stage_collect_stale(s->final_dir);
     fs_rm_rf(s->tmp_dir);
     return fs_mkdir_p(s->tmp_dir, e);

@@ -33,6 +33,9 @@ typedef struct fs_stage {
     int force;
 } fs_stage;
 int fs_stage_begin(fs_stage *s, const char *out_dir, int force, const char *const *inputs, ff_err *e);
+/* fs_stage_begin's refusals (OUT is or holds an input, OUT exists without
+ * force), with nothing created or removed: a dry run's. */
+int fs_stage_check(const char *out_dir, int force, const char *const *inputs, ff_err *e);
 /* Moves tmp into place atomically: without force it never replaces an OUT
  * that appeared meanwhile (another run: this one fails and says so); with
  * force the old OUT is swapped out in one step, then removed. */

@@ -291,7 +291,7 @@ int fit_run(fit_report *r, const ckpt *c, const fit_opts *o, ff_err *e)
     memset(r, 0, sizeof *r);
     r->o = *o;
     if (o->context <= 0 || o->max_seqs <= 0 || o->kv_dtype_bytes <= 0 || o->block_size <= 0)
-        return ff_fail(e, FF_EUSAGE, "fit: context, max-seqs, block size and the KV dtype size must be positive");
+        return ff_fail(e, FF_EUSAGE, "context, max-seqs, block size and the KV dtype size must be positive");
     const ff_family *fam = c->config ? ff_family_detect(c->config) : NULL;
     if (!fam)
         return ff_fail(e, FF_EIO, "%s/config.json: model_type '%s' is not a family fp4forge knows", c->dir,

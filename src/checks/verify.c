@@ -193,13 +193,18 @@ static void check_fused(vctx *v)
 static void check_guarded(vctx *v)
 {
     char mod[1024];
+    size_t kept = 0;
     check(v, "guarded_not_quantized");
     for (size_t i = 0; i < v->q.ntensors; i++) {
         const char *name = v->q.tensors[i].st->name;
-        const ff_rule *r = dq_module_of(name, mod, sizeof mod) ? insp_rule(&v->qi, name) : NULL;
-        if (r && r->guard != GUARD_NONE)
+        int packed = dq_module_of(name, mod, sizeof mod) != NULL;
+        const ff_rule *r = insp_rule(&v->qi, name);
+        if (r && r->guard != GUARD_NONE && packed)
             fail_item(v, "guarded_not_quantized", "%s is quantized (%s must stay in its dtype)", mod, r->group);
+        else if (r && r->guard != GUARD_NONE && dq_part(&v->q, name) == DQ_PART_NONE)
+            kept++;
     }
+    detail(v, "guarded_not_quantized", "%zu router, tower, embedding, norm and lm_head tensors, none quantized", kept);
 }
 
 /* ---- ignore list == the Linears actually left unquantized ----------------- */
@@ -548,6 +553,7 @@ static json_t *check_error(vctx *v)
     json_object_set_new(sum, "max_rel_error", json_real(maxrel));
     json_object_set_new(sum, "mean_snr_db", json_real(msnr));
     json_object_set_new(sum, "min_snr_db", json_real(minsnr));
+    json_object_set_new(sum, "max_rel_limit", json_real(v->o->max_rel));
     json_object_set_new(sum, "worst", worst);
     detail(v, "error", "%zu tensors: mean rel %.4f, max rel %.4f, mean SNR %.2f dB, min SNR %.2f dB", n, mrel,
            maxrel, msnr, minsnr);

@@ -102,15 +102,21 @@ static void heat_free(heat *h)
     free(h->val);
 }
 
-/* Green (best) to red (worst) over the page's own range, so the spread is
- * visible whatever the absolute level. */
+/* Green (no error) to red (verify's per-tensor limit, where a tensor fails)
+ * on a fixed scale: a passing model never shows red, whatever the spread of
+ * its own errors; beyond the limit, dark red. */
 static void color(FILE *o, double v, double lo, double hi)
 {
     if (isnan(v)) {
         fputs("#eee", o);
         return;
     }
+    if (v > hi) {
+        fputs("hsl(0,80%,32%)", o);
+        return;
+    }
     double t = hi > lo ? (v - lo) / (hi - lo) : 0;
+    t = t < 0 ? 0 : t;
     fprintf(o, "hsl(%d,75%%,%d%%)", (int)(120 * (1 - t)), 45 + (int)(10 * (1 - t)));
 }
 
@@ -136,9 +142,12 @@ static void svg_heat(FILE *o, const heat *h, int experts, double lo, double hi)
             fprintf(o, "<rect x='%d' y='%d' width='%d' height='%d' fill='", left + (int)c * cw,
                     top + l * ch, cw - 1, ch - 1);
             color(o, v, lo, hi);
-            fprintf(o, "'><title>layer %d %s%zu: ", l, experts ? "expert " : "", c);
-            if (!experts)
+            fprintf(o, "'><title>layer %d, ", l);
+            if (experts)
+                fprintf(o, "expert %zu", c);
+            else
                 html_esc(o, h->cols[c]);
+            fputc(':', o);
             if (isnan(v))
                 fputs(" (not quantized)</title></rect>\n", o);
             else
@@ -240,15 +249,19 @@ int verify_write_html(const json_t *res, FILE *o)
     row *r = read_rows(json_object_get(res, "tensors"), &n);
     if (!r)
         return -1;
-    double lo = INFINITY, hi = -INFINITY;
+    double best = INFINITY, worst = -INFINITY;
     for (size_t i = 0; i < n; i++) {
-        lo = fmin(lo, r[i].rel);
-        hi = fmax(hi, r[i].rel);
+        best = fmin(best, r[i].rel);
+        worst = fmax(worst, r[i].rel);
     }
+    double limit = json_real_value(json_object_get(json_object_get(res, "error"), "max_rel_limit"));
+    limit = limit > 0 ? limit : worst;
     if (n) {
-        fprintf(o, "<p>colour: green = relative error %.4f (best here), red = %.4f (worst here); grey: not quantized</p>\n", lo, hi);
-        heat_section(o, r, n, 0, lo, hi);
-        heat_section(o, r, n, 1, lo, hi);
+        fprintf(o, "<p>colour: relative error from green = 0 to red = %.3f, the limit past which a tensor fails "
+                   "(dark red: beyond it); this page's best %.4f, worst %.4f; grey: not quantized</p>\n",
+                limit, best, worst);
+        heat_section(o, r, n, 0, 0, limit);
+        heat_section(o, r, n, 1, 0, limit);
         tensor_table(o, r, n);
     } else {
         fputs("<p>No per-tensor errors: run verify with --against SRC_DIR for the heatmap.</p>\n", o);

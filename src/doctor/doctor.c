@@ -81,7 +81,7 @@ int dctx_open(dctx *c, const char *dir, const doctor_opts *o, ff_err *e)
     c->dir = dir;
     c->o = o;
     if (!fs_is_dir(dir))
-        return ff_fail(e, FF_EIO, "%s: not a folder", dir);
+        return ckpt_not_a_folder(dir, e);
     char *cp = fs_join(dir, "config.json");
     int rc = fs_exists(cp) ? jsonio_load(cp, &c->config, e)
                            : ff_fail(e, FF_EIO, "%s: missing config.json", dir);

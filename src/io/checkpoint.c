@@ -1,7 +1,10 @@
 #include "checkpoint.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fsutil.h"
 #include "jsonio.h"
@@ -148,13 +151,65 @@ static int check_index(const ckpt *c, const json_t *index, ff_err *e)
     return FF_OK;
 }
 
+#define GGUF_HINT                                                                                         \
+    "fp4forge reads a Hugging Face folder (config.json + *.safetensors); transformers converts a GGUF "   \
+    "file into one: AutoModelForCausalLM.from_pretrained(DIR, gguf_file=FILE, dtype=torch.bfloat16)"    \
+    ".save_pretrained(OUT)"
+
+static int is_gguf(const char *path)
+{
+    size_t n = strlen(path);
+    if (n > 5 && strcmp(path + n - 5, ".gguf") == 0)
+        return 1;
+    char magic[4] = {0};
+    FILE *f = fopen(path, "rb");
+    int got = f && fread(magic, 1, 4, f) == 4;
+    if (f)
+        fclose(f);
+    return got && memcmp(magic, "GGUF", 4) == 0;
+}
+
+int ckpt_not_a_folder(const char *path, ff_err *e)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return ff_fail(e, FF_EIO, "%s: no such file or folder", path);
+    if (S_ISREG(st.st_mode) && is_gguf(path))
+        return ff_fail(e, FF_EIO, "%s: a GGUF file; " GGUF_HINT, path);
+    if (S_ISREG(st.st_mode))
+        return ff_fail(e, FF_EIO, "%s: a file, not a checkpoint folder (config.json + *.safetensors)", path);
+    return ff_fail(e, FF_EIO, "%s: not a folder", path);
+}
+
+/* A folder with no .safetensors: say what it holds instead, and how to get
+ * safetensors from it. */
+static int no_safetensors(const char *dir, ff_err *e)
+{
+    DIR *d = opendir(dir);
+    int bin = 0, gguf = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        size_t n = strlen(de->d_name);
+        bin |= n > 4 && (strcmp(de->d_name + n - 4, ".bin") == 0 || strcmp(de->d_name + n - 3, ".pt") == 0);
+        gguf |= n > 5 && strcmp(de->d_name + n - 5, ".gguf") == 0;
+    }
+    if (d)
+        closedir(d);
+    if (bin)
+        return ff_fail(e, FF_EIO, "%s: no .safetensors files, only PyTorch pickles (*.bin / *.pt), which fp4forge "
+                                  "does not read; transformers writes safetensors: AutoModelForCausalLM."
+                                  "from_pretrained(DIR, dtype=torch.bfloat16).save_pretrained(OUT)", dir);
+    if (gguf)
+        return ff_fail(e, FF_EIO, "%s: no .safetensors files, a GGUF file; " GGUF_HINT, dir);
+    return ff_fail(e, FF_EIO, "%s: no .safetensors files", dir);
+}
+
 static int open_folder(ckpt *c, const char *dir, int need_config, ff_err *e)
 {
     c->dir = strdup(dir);
     if (!c->dir)
         return ff_fail(e, FF_EIO, "out of memory");
     if (!fs_is_dir(dir))
-        return ff_fail(e, FF_EIO, "%s: not a folder", dir);
+        return ckpt_not_a_folder(dir, e);
     char *cp = fs_join(dir, "config.json");
     int rc = FF_OK;
     if (fs_exists(cp))
@@ -172,7 +227,7 @@ static int open_folder(ckpt *c, const char *dir, int need_config, ff_err *e)
     if (nshards == 0) {
         fs_free_list(names, 0);
         json_decref(index);
-        return ff_fail(e, FF_EIO, "%s: no .safetensors files", dir);
+        return no_safetensors(dir, e);
     }
     c->files = calloc(nshards, sizeof *c->files);
     if (!c->files) {

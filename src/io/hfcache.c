@@ -145,7 +145,8 @@ static int not_cached(ff_err *e, const char *arg, const char *repo, const char *
         snprintf(revopt, sizeof revopt, " --revision %s", rev);
     return ff_fail(e, FF_EIO,
                    "%s: no such folder, and %s in the Hugging Face cache (looked in %s); "
-                   "download it with `huggingface-cli download %s%s` (or `hf download %s%s`)",
+                   "download it with `hf download %s%s` (an older huggingface_hub: "
+                   "`huggingface-cli download %s%s`)",
                    arg, why, looked, repo, revopt, repo, revopt);
 }
 

@@ -23,6 +23,11 @@ void ckpt_writer_discard(const char *out_dir)
     }
 }
 
+int ckpt_writer_check(const char *out_dir, int force, const char *const *inputs, ff_err *e)
+{
+    return fs_stage_check(out_dir, force, inputs, e);
+}
+
 ckpt_writer *ckpt_writer_begin(const char *out_dir, int force, const char *const *inputs, ff_err *e)
 {
     ckpt_writer *w = calloc(1, sizeof *w);
