@@ -12,7 +12,7 @@
 
 static const cli_opt options[] = {
     {"--arch", "ARCH", "a preset (listed below; default: the first)"},
-    {"--size", "tiny|real", "tiny (default, ~30 MB) or real (the published model's geometry)"},
+    {"--size", "tiny|real", "tiny (default, 5-50 MB by preset) or real (the published model's geometry)"},
     {"--layers", "N", "decoder layers"},
     {"--hidden", "H", "hidden size"},
     {"--intermediate", "I", "dense MLP width"},

@@ -67,18 +67,24 @@ def _linked_libraries(exe):
     return libs
 
 
+def _package_of(path):
+    """The Debian package that installed path ('' when none did). dpkg knows a
+    library by the path its package put it at, /lib or /usr/lib (usrmerge)."""
+    try:
+        out = subprocess.run(["dpkg", "-S", path], check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return out.split(":")[0].split(",")[0].strip()
+
+
 def _third_party_licenses(exe, dist):
     """The Debian copyright file of each library the binary links (and so the
     wheel bundles), as dist-info/licenses/third_party/PACKAGE.copyright."""
     files = {}
     for lib in _linked_libraries(exe):
-        try:
-            owner = subprocess.run(["dpkg", "-S", os.path.realpath(lib)], check=True, capture_output=True,
-                                   text=True).stdout.split(":")[0]
-        except (OSError, subprocess.CalledProcessError):
-            continue
+        owner = _package_of(lib) or _package_of(os.path.realpath(lib))
         path = "/usr/share/doc/%s/copyright" % owner
-        if os.path.isfile(path) and owner not in files:
+        if owner and os.path.isfile(path) and owner not in files:
             with open(path, "rb") as f:
                 files[owner] = f.read()
     return [("%s/licenses/third_party/%s.copyright" % (dist, pkg), data, 0o644) for pkg, data in sorted(files.items())]

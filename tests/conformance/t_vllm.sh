@@ -61,6 +61,12 @@ vpyrun vllm_make_models "$CONF/vllm_make_models.py" "$FIX" "$D"
 for fam in $MOE_FAMILIES; do
     pyrun vllm_${fam}_make "$D" $CONF/make_tiny_moe_families.py $fam "$D/$fam/bf16" > /dev/null
 done
+# the real trained model (SmolLM2-135M-Instruct, real_model.sh: made once, reused)
+if [ "${FP4FORGE_VLLM_REAL:-1}" = 1 ]; then
+    if REAL=$(timeout 900 bash $CONF/real_model.sh "$PY" 2> "$D/real_model.err" | tail -1) && [ -f "$REAL/model.safetensors" ]; then
+        mkdir -p "$D/smollm2" && ln -sfn "$REAL" "$D/smollm2/bf16" && MODELS="$MODELS smollm2"
+    else echo "FAIL vllm_real_model_make ($(tail -1 "$D/real_model.err" | cut -c1-200))"; rc=1; fi
+fi
 # llm-compressor's model_free_ptq on Qwen3-MoE: its experts' gate/up are not paired
 UNPAIRED=()
 case " $MOE_FAMILIES " in *" qwen3_moe "*)

@@ -38,7 +38,7 @@ from importlib.metadata import metadata
 z = zipfile.ZipFile(sys.argv[1])
 names = z.namelist()
 lic = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
-third = sorted(n.rsplit("/", 1)[1] for n in names if "/licenses/third_party/" in n)
+third = sorted(n.rsplit("/", 1)[1] for n in names if "/licenses/third_party/" in n and not n.endswith("/"))
 m = metadata("fp4forge")
 ok = (lic and "Apache License" in z.read(lic[0]).decode() and any(t.startswith("libcurl") for t in third)
       and any(t.startswith("libjansson") for t in third) and m.get_all("Classifier")
