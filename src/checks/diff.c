@@ -1,8 +1,11 @@
 #include "diff.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "checkpoint.h"
+#include "dtype.h"
 #include "inspect.h"
 #include "jsonio.h"
 
@@ -132,6 +135,92 @@ static void close_side(side *s)
         ckpt_close(&s->c);
 }
 
+/* ---- values: what two checkpoints of one structure hold ------------------- */
+
+#define VALUES_LISTED 64
+
+typedef struct value_row {
+    const char *name;
+    uint64_t bytes, differing;
+    double rel;            /* ||a - b|| / ||b|| of a float tensor; -1 for others */
+} value_row;
+
+static double float_rel(const uint8_t *x, const uint8_t *y, ff_dtype t, uint64_t n)
+{
+    double num = 0, den = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        double a = ff_load_f32(x, t, i), b = ff_load_f32(y, t, i);
+        num += (a - b) * (a - b);
+        den += b * b;
+    }
+    return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
+}
+
+static int is_float(ff_dtype t)
+{
+    return t == FF_DT_BF16 || t == FF_DT_F16 || t == FF_DT_F32;
+}
+
+/* One tensor both sides hold with one dtype and shape: the bytes that differ
+ * (the packed codes, FP8 scales and global scales of a quantized module
+ * compare exactly), and a float tensor's relative difference. */
+static int compare_values(const ckpt *a, const ckpt_tensor *ta, const ckpt *b, const ckpt_tensor *tb, value_row *row)
+{
+    const uint8_t *x = ckpt_data(a, ta), *y = ckpt_data(b, tb);
+    uint64_t n = ta->st->end - ta->st->begin;
+    *row = (value_row){.name = ta->st->name, .bytes = n, .rel = -1};
+    if (memcmp(x, y, n) == 0)
+        return 0;
+    for (uint64_t i = 0; i < n; i++)
+        row->differing += x[i] != y[i];
+    if (is_float(ta->st->dtype))
+        row->rel = float_rel(x, y, ta->st->dtype, st_numel(ta->st));
+    return 1;
+}
+
+static int by_differing(const void *p, const void *q)
+{
+    const value_row *a = p, *b = q;
+    double fa = a->rel >= 0 ? a->rel : (double)a->differing / (double)a->bytes;
+    double fb = b->rel >= 0 ? b->rel : (double)b->differing / (double)b->bytes;
+    return fa < fb ? 1 : fa > fb ? -1 : strcmp(a->name, b->name);
+}
+
+static json_t *value_json(const value_row *r)
+{
+    json_t *x = json_object();
+    json_object_set_new(x, "tensor", json_string(r->name));
+    json_object_set_new(x, "bytes_differing", json_integer((json_int_t)r->differing));
+    json_object_set_new(x, "bytes", json_integer((json_int_t)r->bytes));
+    json_object_set_new(x, "relative_difference", r->rel >= 0 ? json_real(r->rel) : json_null());
+    return x;
+}
+
+/* Every tensor of A that B holds with the same dtype and shape, compared;
+ * those that differ listed worst first (by relative difference, or the share
+ * of differing bytes), the first VALUES_LISTED of them. */
+static json_t *value_diff(const ckpt *a, const ckpt *b, json_t *r)
+{
+    value_row *rows = calloc(a->ntensors ? a->ntensors : 1, sizeof *rows);
+    size_t n = 0, compared = 0;
+    for (size_t i = 0; rows && i < a->ntensors; i++) {
+        const ckpt_tensor *ta = &a->tensors[i], *tb = ckpt_find(b, ta->st->name);
+        if (!tb || tb->st->dtype != ta->st->dtype || tb->st->end - tb->st->begin != ta->st->end - ta->st->begin)
+            continue;
+        compared++;
+        n += compare_values(a, ta, b, tb, &rows[n]);
+    }
+    json_t *list = json_array();
+    if (rows)
+        qsort(rows, n, sizeof *rows, by_differing);
+    for (size_t i = 0; i < n && i < VALUES_LISTED; i++)
+        json_array_append_new(list, value_json(&rows[i]));
+    json_object_set_new(r, "values_compared", json_integer((json_int_t)compared));
+    json_object_set_new(r, "values_differing", json_integer((json_int_t)n));
+    free(rows);
+    return list;
+}
+
 static void fill(json_t *r, const side *A, const side *B)
 {
     json_t *empty = json_array();
@@ -162,7 +251,7 @@ static void fill(json_t *r, const side *A, const side *B)
     json_decref(empty);
 }
 
-int diff_run(const char *a, const char *b, int allow, json_t **result, ff_err *e)
+int diff_run(const char *a, const char *b, int allow, int values, json_t **result, ff_err *e)
 {
     side A = {0}, B = {0};
     *result = NULL;
@@ -189,6 +278,12 @@ int diff_run(const char *a, const char *b, int allow, json_t **result, ff_err *e
     } else {
         json_object_set_new(r, "refused", json_false());
         fill(r, &A, &B);
+        if (values) {
+            json_t *vd = value_diff(&A.c, &B.c, r);
+            if (json_array_size(vd))
+                json_object_set_new(r, "same", json_false());
+            json_object_set_new(r, "values", vd);
+        }
     }
     close_side(&A);
     close_side(&B);
@@ -231,6 +326,19 @@ void diff_print(const json_t *r, FILE *out)
     print_groups(out, json_object_get(r, "only_in_a"), "tensors only in A");
     print_groups(out, json_object_get(r, "only_in_b"), "tensors only in B");
     print_groups(out, json_object_get(r, "shape_or_dtype"), "shape/dtype differ");
+    const json_t *vals = json_object_get(r, "values");
+    if (vals) {
+        fprintf(out, "  values: %lld tensors compared, %lld differ%s\n", (long long)jsonio_int(r, "values_compared", 0),
+                (long long)jsonio_int(r, "values_differing", 0), json_array_size(vals) ? " (worst first):" : "");
+        json_array_foreach(vals, i, v) {
+            const json_t *rel = json_object_get(v, "relative_difference");
+            fprintf(out, "    %-60s %lld of %lld bytes", jsonio_str(v, "tensor", ""),
+                    (long long)jsonio_int(v, "bytes_differing", 0), (long long)jsonio_int(v, "bytes", 0));
+            if (json_is_number(rel))
+                fprintf(out, ", relative difference %.4g", json_number_value(rel));
+            fputc('\n', out);
+        }
+    }
     const char *sk[] = {"shards_a", "shards_b"};
     for (int s = 0; s < 2; s++)
         json_array_foreach(json_object_get(r, sk[s]), i, v)

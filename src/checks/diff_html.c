@@ -26,10 +26,33 @@ static void item_row(FILE *o, const json_t *it, const json_t *first)
     fputs("</tr>\n", o);
 }
 
+/* The heading a reader needs for each list diff's JSON carries. */
+static const char *heading(const char *key)
+{
+    static const char *const names[][2] = {
+        {"class_differences", "Architecture class differences"},
+        {"tensor_table", "Tensor counts that differ, family by family"},
+        {"only_in_a", "Tensors only in A"},
+        {"only_in_b", "Tensors only in B"},
+        {"shape_or_dtype", "Tensors whose shape or dtype differ"},
+        {"ignore_missing_in_b", "Ignore-list modules missing from B"},
+        {"ignore_extra_in_b", "Ignore-list modules only in B"},
+        {"values", "Tensors whose values differ, worst first"},
+        {"shards_a", "Shards of A"},
+        {"shards_b", "Shards of B"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(names[i][0], key) == 0)
+            return names[i][1];
+    return key;
+}
+
 static void list_section(FILE *o, const char *key, const json_t *items)
 {
     const json_t *first = json_array_get(items, 0);
-    fprintf(o, "<h2>%s (%zu)</h2>\n<table>\n", key, json_array_size(items));
+    fputs("<h2>", o);
+    html_esc(o, heading(key));
+    fprintf(o, " (%zu)</h2>\n<table>\n", json_array_size(items));
     if (json_is_object(first)) {
         fputs("<tr>", o);
         const char *k;
@@ -55,7 +78,8 @@ static int is_shard_table(const char *key)
 
 int diff_write_html(const json_t *res, FILE *o)
 {
-    html_begin(o, "fp4forge diff", json_is_true(json_object_get(res, "same")));
+    html_begin(o, "fp4forge diff", json_is_true(json_object_get(res, "refused")) ? "REFUSED"
+                                   : json_is_true(json_object_get(res, "same"))  ? "SAME" : "DIFFERENT");
     fputs("<p>A: ", o);
     html_esc(o, json_string_value(json_object_get(res, "a")));
     fputs(" (", o);

@@ -7,8 +7,9 @@
 #include <stdio.h>
 
 void html_esc(FILE *o, const char *s);
-/* <!DOCTYPE> .. <body><h1>TITLE</h1><p class=verdict>verdict: PASS|FAIL</p> */
-void html_begin(FILE *o, const char *title, int ok);
+/* <!DOCTYPE> .. <body><h1>TITLE</h1><p class=verdict>verdict: WORD</p>, the
+ * word the command prints (PASS|FAIL for verify, SAME|DIFFERENT for diff) */
+void html_begin(FILE *o, const char *title, const char *verdict);
 void html_end(FILE *o);
 /* A JSON value as text: strings as they are, anything else compact JSON
  * (cut at 240 characters). */

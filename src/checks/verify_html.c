@@ -212,7 +212,7 @@ static void tensor_table(FILE *o, row *r, size_t n)
 
 static void page_head(FILE *o, const json_t *res)
 {
-    html_begin(o, "fp4forge verify", json_is_true(json_object_get(res, "ok")));
+    html_begin(o, "fp4forge verify", json_is_true(json_object_get(res, "ok")) ? "PASS" : "FAIL");
     fputs("<p>output: ", o);
     html_esc(o, json_string_value(json_object_get(res, "output")));
     const char *against = json_string_value(json_object_get(res, "against"));

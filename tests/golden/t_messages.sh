@@ -77,4 +77,25 @@ $FF_FAST synth "$W/aux" > /dev/null   # the same model with its processor files
 dry doctor_finding_fix_fails 4 $FF quantize "$W/gemma" "$W/dry-out" --dry-run --fix
 dry doctor_finding_fixed 0 $FF quantize "$W/gemma" "$W/dry-out" --dry-run --fix --aux-from "$W/aux"
 dry clean 0 $FF quantize "$W/tiny" "$W/dry-out" --dry-run
+# diff --values: two outputs of one model that differ in one global scale are not the same
+$FF quantize "$W/tiny" "$W/q2" --no-doctor --quiet > /dev/null 2>&1
+$FF diff "$W/q" "$W/q2" --values > "$W/diff-same.out" 2>&1; rc_same=$?
+python3 - "$W/q2/model.safetensors" > "$W/tamper.out" <<'PYEOF'
+import json, struct, sys
+with open(sys.argv[1], "r+b") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    h = json.loads(f.read(n))
+    key = next(k for k in h if k.endswith("self_attn.k_proj.weight_global_scale"))
+    lo = h[key]["data_offsets"][0]
+    f.seek(8 + n + lo); v = struct.unpack("<f", f.read(4))[0]
+    f.seek(8 + n + lo); f.write(struct.pack("<f", 2 * v))
+print(key)
+PYEOF
+$FF diff "$W/q" "$W/q2" > "$W/diff-struct.out" 2>&1; rc_struct=$?
+$FF diff "$W/q" "$W/q2" --values > "$W/diff-values.out" 2>&1; rc_values=$?
+key=$(cat "$W/tamper.out")
+if [ $rc_same = 0 ] && [ $rc_struct = 0 ] && [ $rc_values = 6 ] && grep -q "1 differ" "$W/diff-values.out" \
+   && grep -q "$key" "$W/diff-values.out" && grep -q "verdict: DIFFERENT" "$W/diff-values.out"; then
+    pass msg_diff_values "structure SAME (rc 0), --values DIFFERENT (rc 6) naming $key"
+else fail msg_diff_values "rc same=$rc_same struct=$rc_struct values=$rc_values: $(grep -m2 'differ\|verdict' "$W/diff-values.out" | xargs)"; fi
 exit $GOLDEN_RC
