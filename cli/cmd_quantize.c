@@ -110,54 +110,71 @@ static int quant_options(const cli_args *a, quant_opts *o, nvfp4_obs *obs, ff_er
     return FF_OK;
 }
 
-/* A LoRA adapter bound to the plan, its tensors the quantizer's source. */
-static int bind_lora(const cli_args *a, lora_adapter *l, const ckpt *c, plan *p, quant_source *qs,
-                     quant_opts *o, ff_err *e)
+/* What the real run and the dry run both hold: doctor's view of the input,
+ * the checkpoint, the plan, the LoRA adapter bound to it. Zeroed, every part
+ * closes as a no-op. */
+typedef struct job {
+    doctor_input din;
+    ckpt c;
+    plan p;
+    lora_adapter l;
+    quant_source qs;
+} job;
+
+/* The steps before any write, in the real run's order: the input opened
+ * (unreadable shards are bad input, exit 1, not a doctor finding), doctor's
+ * checks (a drifted config or a missing processor file fails far from its
+ * cause once served; with --fix, a shadow copy beside shadow_base), the plan
+ * (printed as fp4forge plan prints it when print, refused or not), the LoRA
+ * adapter bound to it as the quantizer's source. */
+static int job_prepare(job *j, const cli_args *a, const recipe_args *r, quant_opts *o, const char *shadow_base,
+                       int print, int json, ff_err *e)
 {
-    if (!cli_get(a, "--lora"))
-        return FF_OK;
-    int rc = lora_open(l, cli_get(a, "--lora"), e);
+    memset(j, 0, sizeof *j);
+    j->din.dir = a->pos[0];
+    int rc = ckpt_open(&j->c, a->pos[0], 1, e);
+    ckpt_close(&j->c);
+    if (!rc && !cli_flag(a, "--no-doctor"))
+        rc = doctor_input_prepare(&j->din, a->pos[0], shadow_base, cli_flag(a, "--fix"), cli_get(a, "--aux-from"),
+                                  stderr, e);
     if (!rc)
-        rc = lora_bind(l, c, p, cli_flag(a, "--lora-allow-ignored"), e);
-    lora_quant_source(l, qs);
-    o->source = qs;
+        rc = ckpt_open(&j->c, j->din.dir, 1, e);
+    if (!rc) {
+        rc = plan_build(&j->p, &j->c, &r->opts, e);
+        if (print && (rc == FF_OK || rc == FF_EPLAN))
+            print_plan(&j->p, &j->c, json);
+    }
+    if (!rc && cli_get(a, "--lora")) {
+        rc = lora_open(&j->l, cli_get(a, "--lora"), e);
+        if (!rc)
+            rc = lora_bind(&j->l, &j->c, &j->p, cli_flag(a, "--lora-allow-ignored"), e);
+        lora_quant_source(&j->l, &j->qs);
+        o->source = &j->qs;
+    }
     return rc;
 }
 
-/* --dry-run: every check the real run makes (options, input, doctor, plan,
- * LoRA adapter, kernel, OUT), in its order and with its exit codes, and the
- * plan printed. Nothing is written but, with --fix, doctor's shadow copy
- * (small files copied, shards linked), beside OUT or in the temp folder, and
- * removed before it returns. */
-static int dry_run(const cli_args *a, const recipe_args *r, quant_opts *o, int json, ff_err *e)
+/* The writes: the shards, the card, then the summary. */
+static int job_run(job *j, const cli_args *a, const quant_opts *o, int json, ff_err *e)
 {
-    doctor_input din = {.dir = a->pos[0]};
-    ckpt c;
-    plan p = {0};
-    lora_adapter l = {0};
-    quant_source qs;
-    char beside[4096];
-    snprintf(beside, sizeof beside, "%s", a->npos == 2 ? a->pos[1] : P_tmpdir "/fp4forge-dry-run");
-    int rc = ckpt_open(&c, a->pos[0], 1, e);
-    ckpt_close(&c);
-    if (!rc && !cli_flag(a, "--no-doctor"))
-        rc = doctor_input_prepare(&din, a->pos[0], beside, cli_flag(a, "--fix"), cli_get(a, "--aux-from"), stderr, e);
-    int opened = !rc && !(rc = ckpt_open(&c, din.dir, 1, e));
-    if (!rc) {
-        rc = plan_build(&p, &c, &r->opts, e);
-        if (rc == FF_OK || rc == FF_EPLAN)
-            print_plan(&p, &c, json);
-    }
+    quant_stats st;
+    int rc = quantize_run(&j->c, &j->p, a->pos[1], o, &st, e);
     if (!rc)
-        rc = bind_lora(a, &l, &c, &p, &qs, o, e);
-    if (!rc)
-        rc = quantize_check(&c, &p, a->npos == 2 ? a->pos[1] : NULL, o, e);
-    lora_close(&l);
-    plan_free(&p);
-    if (opened)
-        ckpt_close(&c);
-    doctor_input_done(&din);
-    return rc;
+        rc = write_card(a, &j->p, &j->c, e);
+    if (rc)
+        return rc;
+    summary(&j->p, &st, a->pos[1], json);
+    if (o->source && !json)
+        lora_print_summary(&j->l, stdout);
+    return FF_OK;
+}
+
+static void job_close(job *j)
+{
+    lora_close(&j->l);
+    plan_free(&j->p);
+    ckpt_close(&j->c);
+    doctor_input_done(&j->din);
 }
 
 int cmd_quantize(const cli_args *args)
@@ -166,52 +183,23 @@ int cmd_quantize(const cli_args *args)
     ff_err e = {0};
     recipe_args r;
     recipe_from_cli(&a, &r);
-    int json = cli_flag(&a, "--json");
+    int json = cli_flag(&a, "--json"), dry = cli_flag(&a, "--dry-run");
     quant_opts o;
     nvfp4_obs obs;
     if (quant_options(&a, &o, &obs, &e))
         return cmd_report("quantize", &e);
-    if (cli_flag(&a, "--dry-run"))
-        return dry_run(&a, &r, &o, json, &e) ? cmd_report("quantize", &e) : 0;
-    if (a.npos != 2) {
+    if (!dry && a.npos != 2) {
         ff_fail(&e, FF_EUSAGE, "missing OUT_DIR (usage: fp4forge quantize IN_DIR OUT_DIR)");
         return cmd_report("quantize", &e);
     }
-
-    /* The same checks as `fp4forge doctor`, first: a drifted config or a
-     * missing processor file fails far from its cause once served. */
-    doctor_input din = {.dir = a.pos[0]};
-    ckpt c;
-    /* Unreadable shards are bad input (one line, exit 1), not a finding. */
-    int rc = ckpt_open(&c, a.pos[0], 1, &e);
-    ckpt_close(&c);
-    if (!rc && !cli_flag(&a, "--no-doctor"))
-        rc = doctor_input_prepare(&din, a.pos[0], a.pos[1], cli_flag(&a, "--fix"), cli_get(&a, "--aux-from"),
-                                  stderr, &e);
-    if (rc) {
-        doctor_input_done(&din);
-        return cmd_report("quantize", &e);
-    }
-    plan p = {0};
-    quant_stats st;
-    lora_adapter l = {0};
-    quant_source qs;
-    rc = ckpt_open(&c, din.dir, 1, &e);
+    /* --dry-run: every check of the real run, in its order and with its exit
+     * codes, the plan printed, and nothing written but, with --fix, doctor's
+     * shadow copy, beside OUT or in the temp folder, removed before the end */
+    const char *out = a.npos == 2 ? a.pos[1] : NULL;
+    job j;
+    int rc = job_prepare(&j, &a, &r, &o, out ? out : P_tmpdir "/fp4forge-dry-run", dry, json, &e);
     if (!rc)
-        rc = plan_build(&p, &c, &r.opts, &e);
-    if (!rc)
-        rc = bind_lora(&a, &l, &c, &p, &qs, &o, &e);
-    if (!rc)
-        rc = quantize_run(&c, &p, a.pos[1], &o, &st, &e);
-    if (!rc)
-        rc = write_card(&a, &p, &c, &e);
-    if (!rc)
-        summary(&p, &st, a.pos[1], json);
-    if (!rc && o.source && !json)
-        lora_print_summary(&l, stdout);
-    lora_close(&l);
-    plan_free(&p);
-    ckpt_close(&c);
-    doctor_input_done(&din);
+        rc = dry ? quantize_check(&j.c, &j.p, out, &o, &e) : job_run(&j, &a, &o, json, &e);
+    job_close(&j);
     return rc ? cmd_report("quantize", &e) : 0;
 }

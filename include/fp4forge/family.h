@@ -199,6 +199,15 @@ typedef struct ff_family {
     int (*synth_aux)(const synth_geom *g, const char *dir, ff_err *e);
 } ff_family;
 
+/* Fused 3-D experts split per expert are named "<parent>.<e>.<out>", parent
+ * the fused tensor's name less its last component and out a rule's
+ * expert_out: llm-compressor's linearized names, the ones vLLM's loaders map.
+ * ff_expert_module writes expert e's Linear `out` of fused tensor `fused` to
+ * buf; ff_expert_module_parse tells whether module is shaped so, with its
+ * parent's length, e and out (NULL-able outputs). */
+void ff_expert_module(char *buf, size_t n, const char *fused, int64_t e, const char *out);
+int ff_expert_module_parse(const char *module, size_t *parent_len, long *e, const char **out);
+
 /* Families known, NULL-terminated: the one table. */
 extern const ff_family *const ff_families[];
 const ff_family *ff_family_detect(const json_t *config);

@@ -202,8 +202,10 @@ static json_t *value_json(const value_row *r)
 static json_t *value_diff(const ckpt *a, const ckpt *b, json_t *r)
 {
     value_row *rows = calloc(a->ntensors ? a->ntensors : 1, sizeof *rows);
+    if (!rows)
+        return NULL;
     size_t n = 0, compared = 0;
-    for (size_t i = 0; rows && i < a->ntensors; i++) {
+    for (size_t i = 0; i < a->ntensors; i++) {
         const ckpt_tensor *ta = &a->tensors[i], *tb = ckpt_find(b, ta->st->name);
         if (!tb || tb->st->dtype != ta->st->dtype || tb->st->end - tb->st->begin != ta->st->end - ta->st->begin)
             continue;
@@ -211,8 +213,7 @@ static json_t *value_diff(const ckpt *a, const ckpt *b, json_t *r)
         n += compare_values(a, ta, b, tb, &rows[n]);
     }
     json_t *list = json_array();
-    if (rows)
-        qsort(rows, n, sizeof *rows, by_differing);
+    qsort(rows, n, sizeof *rows, by_differing);
     for (size_t i = 0; i < n && i < VALUES_LISTED; i++)
         json_array_append_new(list, value_json(&rows[i]));
     json_object_set_new(r, "values_compared", json_integer((json_int_t)compared));
@@ -278,12 +279,13 @@ int diff_run(const char *a, const char *b, int allow, int values, json_t **resul
     } else {
         json_object_set_new(r, "refused", json_false());
         fill(r, &A, &B);
-        if (values) {
-            json_t *vd = value_diff(&A.c, &B.c, r);
-            if (json_array_size(vd))
-                json_object_set_new(r, "same", json_false());
+        json_t *vd = values ? value_diff(&A.c, &B.c, r) : NULL;
+        if (values && !vd)
+            rc = ff_fail(e, FF_EIO, "out of memory comparing values");
+        if (json_array_size(vd))
+            json_object_set_new(r, "same", json_false());
+        if (vd)
             json_object_set_new(r, "values", vd);
-        }
     }
     close_side(&A);
     close_side(&B);

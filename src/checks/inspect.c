@@ -17,14 +17,8 @@ static const char *last_component(const char *name)
  * named by the fused rule's expert_out table, so that table classifies them. */
 static const ff_rule *expert_rule(const insp *s, const char *module)
 {
-    const char *x = last_component(module);
-    const char *d = x - 1;
-    if (d <= module)
-        return NULL;
-    const char *num = d - 1;
-    while (num > module && isdigit((unsigned char)*num))
-        num--;
-    if (*num != '.' || num == d - 1)
+    const char *x;
+    if (!ff_expert_module_parse(module, NULL, NULL, &x))
         return NULL;
     const ff_family *f = s->m.fam;
     for (size_t i = 0; i < f->nrules; i++)

@@ -193,18 +193,17 @@ static void check_fused(vctx *v)
 static void check_guarded(vctx *v)
 {
     char mod[1024];
-    size_t kept = 0;
+    size_t quantized = 0;
     check(v, "guarded_not_quantized");
     for (size_t i = 0; i < v->q.ntensors; i++) {
         const char *name = v->q.tensors[i].st->name;
-        int packed = dq_module_of(name, mod, sizeof mod) != NULL;
-        const ff_rule *r = insp_rule(&v->qi, name);
-        if (r && r->guard != GUARD_NONE && packed)
+        const ff_rule *r = dq_module_of(name, mod, sizeof mod) ? insp_rule(&v->qi, name) : NULL;
+        quantized += r != NULL;
+        if (r && r->guard != GUARD_NONE)
             fail_item(v, "guarded_not_quantized", "%s is quantized (%s must stay in its dtype)", mod, r->group);
-        else if (r && r->guard != GUARD_NONE && dq_part(&v->q, name) == DQ_PART_NONE)
-            kept++;
     }
-    detail(v, "guarded_not_quantized", "%zu router, tower, embedding, norm and lm_head tensors, none quantized", kept);
+    detail(v, "guarded_not_quantized", "%zu quantized modules checked against the router, tower, embedding, norm "
+                                       "and lm_head rules", quantized);
 }
 
 /* ---- ignore list == the Linears actually left unquantized ----------------- */
@@ -254,20 +253,18 @@ static int is_ignored_parent(const vctx *v, const char *s)
  * or experts the recipe ignored), listed in ignore by that per-expert name. */
 static int is_kept_expert(const vctx *v, const char *s)
 {
-    const char *last = strrchr(s, '.'), *num = last;
-    while (num && num > s && num[-1] >= '0' && num[-1] <= '9')
-        num--;
-    if (!last || num == last || num == s || num[-1] != '.')
+    size_t plen;
+    long e;
+    const char *out;
+    if (!ff_expert_module_parse(s, &plen, &e, &out))
         return 0;
-    size_t plen = (size_t)(num - 1 - s);
-    long e = strtol(num, NULL, 10);
     for (size_t i = 0; i < v->q.ntensors; i++) {
         const st_tensor *t = v->q.tensors[i].st;
         if (t->ndim != 3 || strncmp(t->name, s, plen) || t->name[plen] != '.' || e >= t->shape[0])
             continue;
         const ff_rule *r = insp_rule(&v->qi, t->name);
         for (int k = 0; r && r->role == ROLE_KEEP && k < 2 && r->expert_out[k]; k++)
-            if (strcmp(r->expert_out[k], last + 1) == 0)
+            if (strcmp(r->expert_out[k], out) == 0)
                 return 1;
     }
     return 0;
@@ -276,13 +273,11 @@ static int is_kept_expert(const vctx *v, const char *s)
 /* A kept fused 3-D expert tensor must have each expert's Linears in ignore. */
 static size_t check_kept_experts(vctx *v, const json_t *ig, const st_tensor *t, const ff_rule *r)
 {
-    const char *dot = strrchr(t->name, '.');
-    int plen = dot ? (int)(dot - t->name) : 0;
     size_t n = 0;
     for (int64_t e = 0; e < t->shape[0]; e++)
         for (int k = 0; k < 2 && r->expert_out[k]; k++, n++) {
             char mod[1100];
-            snprintf(mod, sizeof mod, "%.*s.%lld.%s", plen, t->name, (long long)e, r->expert_out[k]);
+            ff_expert_module(mod, sizeof mod, t->name, e, r->expert_out[k]);
             if (!in_ignore(ig, mod))
                 fail_item(v, "ignore_list", "%s (of the kept %s) is left unquantized but not in the ignore list", mod,
                           t->name);

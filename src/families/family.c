@@ -2,6 +2,7 @@
  * line here plus its own folder under src/families/. */
 #include "family.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,28 @@ const ff_family *ff_family_by_preset(const char *preset)
             if (strcmp(p->name, preset) == 0)
                 return ff_families[i];
     return NULL;
+}
+
+void ff_expert_module(char *buf, size_t n, const char *fused, int64_t e, const char *out)
+{
+    const char *dot = strrchr(fused, '.');
+    snprintf(buf, n, "%.*s.%lld.%s", dot ? (int)(dot - fused) : 0, fused, (long long)e, out);
+}
+
+int ff_expert_module_parse(const char *module, size_t *parent_len, long *e, const char **out)
+{
+    const char *last = strrchr(module, '.'), *num = last;
+    while (num && num > module && isdigit((unsigned char)num[-1]))
+        num--;
+    if (!last || num == last || num == module || num[-1] != '.')
+        return 0;
+    if (parent_len)
+        *parent_len = (size_t)(num - 1 - module);
+    if (e)
+        *e = strtol(num, NULL, 10);
+    if (out)
+        *out = last + 1;
+    return 1;
 }
 
 /* Appends with snprintf semantics: never overruns, always terminated. */

@@ -27,7 +27,7 @@ int qh_is_moe_layer(const json_t *t, int layer)
     return expert_count(t) > 0 && step > 0 && (layer + 1) % step == 0;
 }
 
-int qh_geometry(const json_t *config, ff_geometry *g, int *full_layers, ff_err *e)
+int qh_geometry(const json_t *config, ff_geometry *g, ff_err *e)
 {
     const json_t *t = qh_text_config(config);
     int rc = ff_decoder_geometry(t, g, e);
@@ -38,16 +38,11 @@ int qh_geometry(const json_t *config, ff_geometry *g, int *full_layers, ff_err *
     g->moe_intermediate = jsonio_int(t, "moe_intermediate_size", 0);
     g->has_vision = json_is_object(json_object_get(config, "vision_config"));
     g->tie_embeddings = jsonio_bool(t, "tie_word_embeddings", jsonio_bool(config, "tie_word_embeddings", 0));
-    int full = 0;
-    for (int i = 0; i < g->layers; i++) {
-        full += g->layer[i].state_bytes == 0;
+    for (int i = 0; i < g->layers; i++)
         if (qh_is_moe_layer(t, i)) {
             g->moe_layers++;
             g->layer[i].intermediate = 0;
         }
-    }
-    if (full_layers)
-        *full_layers = full;
     g->moe = g->moe_layers > 0;
     if (g->moe && (g->moe_intermediate <= 0 || g->top_k <= 0))
         return ff_fail(e, FF_EIO, "config.json: num_experts is set but moe_intermediate_size or num_experts_per_tok is missing");
@@ -59,7 +54,9 @@ int qh_expect(const json_t *config, ff_expect *x, ff_err *e)
     ff_geometry *g = malloc(sizeof *g);
     if (!g)
         return ff_fail(e, FF_EIO, "out of memory");
-    int full = 0, rc = qh_geometry(config, g, &full, e);
+    int full = 0, rc = qh_geometry(config, g, e);
+    for (int i = 0; !rc && i < g->layers; i++)
+        full += g->layer[i].state_bytes == 0;
     if (!rc) {
         const json_t *t = qh_text_config(config);
         int shared = g->moe && jsonio_int(t, "shared_expert_intermediate_size", 0) > 0;

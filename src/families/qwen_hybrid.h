@@ -48,9 +48,9 @@ const json_t *qh_text_config(const json_t *config);
  * == 0. */
 int qh_is_moe_layer(const json_t *text, int layer);
 
-/* Decoder geometry plus the MoE fields, from the text config; counts the
- * full-attention layers into *full_layers (may be NULL). */
-int qh_geometry(const json_t *config, ff_geometry *g, int *full_layers, ff_err *e);
+/* Decoder geometry plus the MoE fields, from the text config (a family's
+ * geometry hook; the full-attention layers are those without a state). */
+int qh_geometry(const json_t *config, ff_geometry *g, ff_err *e);
 
 /* The invariants: q/k/v/o on full-attention layers, gate/up/down on dense
  * layers and the shared expert, experts x 3 on sparse layers, the router

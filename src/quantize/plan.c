@@ -174,12 +174,10 @@ static int add_member(plan *p, const ckpt_tensor *src, uint64_t row0, uint64_t r
  * vLLM's fused-MoE scheme lookup asks for, not the tensor's own name. */
 static int ignore_kept_experts(plan *p, const ckpt_tensor *t, const ff_rule *r)
 {
-    const char *name = t->st->name, *dot = strrchr(name, '.');
-    int plen = dot ? (int)(dot - name) : 0;
     for (int64_t e = 0; e < t->st->shape[0]; e++)
         for (int k = 0; k < 2 && r->expert_out[k]; k++) {
             char buf[1024];
-            snprintf(buf, sizeof buf, "%.*s.%lld.%s", plen, name, (long long)e, r->expert_out[k]);
+            ff_expert_module(buf, sizeof buf, t->st->name, e, r->expert_out[k]);
             char *mod = strdup(buf);
             if (!mod || PUSH(p, ignore, mod)) {
                 free(mod);
@@ -330,14 +328,13 @@ static int check_expert_shape(plan *p, const ckpt *c, const ckpt_tensor *t, ff_r
 }
 
 /* One expert's Linear k (0 gate or the only one, 1 up) as a member. */
-static int add_expert_member(plan *p, const ckpt_tensor *t, const decision *d, const char *parent, uint64_t ex,
-                             size_t k)
+static int add_expert_member(plan *p, const ckpt_tensor *t, const decision *d, uint64_t ex, size_t k)
 {
     const int64_t *s = t->st->shape;
     int fused2 = role_fused2(d->role);
     uint64_t R = (uint64_t)s[1], C = (uint64_t)s[2];
     char mod[1024];
-    snprintf(mod, sizeof mod, "%s.%llu.%s", parent, (unsigned long long)ex, d->rule->expert_out[k]);
+    ff_expert_module(mod, sizeof mod, t->st->name, (int64_t)ex, d->rule->expert_out[k]);
     if (!role_transposed(d->role)) {
         uint64_t rows = fused2 ? R / 2 : R;
         return add_member(p, t, ex * R + k * rows, rows, C, strdup(mod), d->rule->group);
@@ -358,25 +355,17 @@ static int emit_experts(plan *p, const ckpt *c, const ckpt_tensor *t, const deci
     if (p->expect.experts && check_expert_shape(p, c, t, d->role))
         return 0;
     uint64_t E = (uint64_t)t->st->shape[0];
-    char *parent = strip_suffix(t->st->name, strrchr(t->st->name, '.'));
-    if (!parent)
-        return -1;
     for (uint64_t ex = 0; ex < E; ex++) {
         plan_unit u = {.first = p->nmembers, .count = role_fused2(d->role) ? 2 : 1};
         for (size_t k = 0; k < u.count; k++) {
-            if (add_expert_member(p, t, d, parent, ex, k)) {
-                free(parent);
+            if (add_expert_member(p, t, d, ex, k))
                 return -1;
-            }
             p->q_experts++;
         }
         plan_item it = {.kind = ITEM_QUANT, .unit = p->nunits};
-        if (PUSH(p, units, u) || PUSH(p, items, it)) {
-            free(parent);
+        if (PUSH(p, units, u) || PUSH(p, items, it))
             return -1;
-        }
     }
-    free(parent);
     return 0;
 }
 

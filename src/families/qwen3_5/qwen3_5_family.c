@@ -59,11 +59,6 @@ static int qwen3_5_matches(const json_t *config)
     return 0;
 }
 
-static int qwen3_5_geometry(const json_t *config, ff_geometry *g, ff_err *e)
-{
-    return qh_geometry(config, g, NULL, e);
-}
-
 /* ---- synth: the published layout (the image-text model, MTP head) -------- */
 
 static const ff_synth_preset qwen3_5_presets[] = {
@@ -258,7 +253,7 @@ const ff_family ff_family_qwen3_5 = {
     .expect = qh_expect,
     .dense_rule = "q/k/v/o in full-attention layers, gate/up/down in dense layers and shared experts "
                   "(linear-attention projections kept)",
-    .geometry = qwen3_5_geometry,
+    .geometry = qh_geometry,
     .implicit_ignore = qwen3_5_implicit_ignore,
     .synth_presets = qwen3_5_presets,
     .synth_preset = qwen3_5_synth_preset,

@@ -38,11 +38,6 @@ static int qwen3_next_matches(const json_t *config)
     return strcmp(jsonio_str(config, "model_type", ""), "qwen3_next") == 0;
 }
 
-static int qwen3_next_geometry(const json_t *config, ff_geometry *g, ff_err *e)
-{
-    return qh_geometry(config, g, NULL, e);
-}
-
 /* ---- synth: the published layout ------------------------------------------ */
 
 static const ff_synth_preset qwen3_next_presets[] = {
@@ -137,7 +132,7 @@ const ff_family ff_family_qwen3_next = {
     .expect = qh_expect,
     .dense_rule = "q/k/v/o in full-attention layers, gate/up/down in dense layers and shared experts "
                   "(linear-attention projections kept)",
-    .geometry = qwen3_next_geometry,
+    .geometry = qh_geometry,
     .implicit_ignore = qwen3_next_implicit_ignore,
     .synth_presets = qwen3_next_presets,
     .synth_preset = qwen3_next_synth_preset,
