@@ -6,8 +6,8 @@ B       ?= build
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 OPT     ?= -O2 -g
-DEPS_CFLAGS := $(shell pkg-config --cflags jansson libcurl 2>/dev/null)
-DEPS_LIBS   := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
+DEPS_CFLAGS := $(shell pkg-config --cflags jansson libcurl yaml-0.1 2>/dev/null)
+DEPS_LIBS   := $(shell pkg-config --libs jansson yaml-0.1 2>/dev/null || echo -ljansson -lyaml)
 LIBS    := $(DEPS_LIBS) -lpthread -lm
 # libcurl is opened when probe runs (src/probe/curl_api.h says why), so only
 # its header is needed here. LINK_CURL=1 links it all the same, for the wheel:
@@ -68,6 +68,13 @@ $(B)/libfp4forge-san.a: $(TOBJ)
 $(B)/fp4forge-san: $(CLISRC) $(CLIHDR) $(B)/libfp4forge-san.a
 	$(CC) $(CFLAGS) $(SAN) -Icli $(CLISRC) $(B)/libfp4forge-san.a $(LIBS) -o $@
 
+# The sanitizer build once more, with every allocation the library, the CLI
+# and jansson make passing through tests/faultsim/faultsim.c, which fails the
+# Nth one on request (tests/golden/t_faultsim.sh counts down through them).
+FAULTWRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup
+$(B)/fp4forge-faultsim: $(CLISRC) $(CLIHDR) $(B)/libfp4forge-san.a tests/faultsim/faultsim.c
+	$(CC) $(CFLAGS) $(SAN) -Icli $(CLISRC) tests/faultsim/faultsim.c $(B)/libfp4forge-san.a $(LIBS) $(FAULTWRAP) -o $@
+
 $(B)/tests/%: tests/unit/%.c tests/unit/unit.h $(B)/libfp4forge-san.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SAN) -Itests/unit $< $(B)/libfp4forge-san.a $(LIBS) -o $@
@@ -77,7 +84,7 @@ $(B)/tests/%: tests/unit/%.c tests/unit/unit.h $(B)/libfp4forge-san.a
 unit: $(UNITBIN)
 	@bash tests/run_all.sh unit
 
-golden: $(B)/fp4forge-san $(B)/fp4forge
+golden: $(B)/fp4forge-san $(B)/fp4forge $(B)/fp4forge-faultsim
 	@bash tests/run_all.sh golden
 
 conformance: $(B)/fp4forge
@@ -85,7 +92,7 @@ conformance: $(B)/fp4forge
 
 # Unit and golden tests run under the sanitizers; the conformance tier uses the
 # release binary because it pushes megabytes through the real peers.
-test: $(UNITBIN) $(B)/fp4forge-san $(B)/fp4forge $(FUZZBIN)
+test: $(UNITBIN) $(B)/fp4forge-san $(B)/fp4forge $(B)/fp4forge-faultsim $(FUZZBIN)
 	@bash tests/run_all.sh unit golden fuzz conformance
 
 $(B)/fobj/%.o: src/%.c $(HDR)

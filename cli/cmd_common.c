@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "fsutil.h"
+
 void recipe_from_cli(const cli_args *a, recipe_args *r)
 {
     memset(r, 0, sizeof *r);
@@ -36,7 +38,8 @@ uint64_t peak_rss_bytes(void)
 /* Which arguments of each command name a checkpoint folder to read: bit i
  * of pos is positional i; opt is an option whose value is one. writes_input
  * is the flag that makes the command write into its input folder; out_pos
- * and out_suffix give a missing output folder its default name. */
+ * and out_suffix give a missing output folder its default name; report_opt
+ * names a file the command writes (never inside a folder it reads). */
 typedef struct input_rule {
     const char *cmd;
     unsigned pos;
@@ -44,18 +47,19 @@ typedef struct input_rule {
     const char *writes_input;
     int out_pos;
     const char *out_suffix;
+    const char *report_opt;
 } input_rule;
 
 static const input_rule input_rules[] = {
-    {"quantize", 1u << 0, NULL, NULL, 1, "-NVFP4A16"},  /* the naming published quants use */
-    {"plan", 1u << 0, NULL, NULL, -1, NULL},
-    {"inspect", 1u << 0, NULL, NULL, -1, NULL},
-    {"verify", 1u << 0, "--against", NULL, -1, NULL},
-    {"diff", 1u << 0 | 1u << 1, NULL, NULL, -1, NULL},
-    {"doctor", 1u << 0, NULL, "--fix", -1, NULL},
-    {"fit", 1u << 0, NULL, NULL, -1, NULL},
-    {"dequantize", 1u << 0, NULL, NULL, -1, NULL},
-    {"merge", 1u << 0, NULL, NULL, -1, NULL},  /* the base; the adapter is a PEFT folder */
+    {"quantize", 1u << 0, NULL, NULL, 1, "-NVFP4A16", NULL},  /* the naming published quants use */
+    {"plan", 1u << 0, NULL, NULL, -1, NULL, NULL},
+    {"inspect", 1u << 0, NULL, NULL, -1, NULL, NULL},
+    {"verify", 1u << 0, "--against", NULL, -1, NULL, "--html"},
+    {"diff", 1u << 0 | 1u << 1, NULL, NULL, -1, NULL, "--html"},
+    {"doctor", 1u << 0, NULL, "--fix", -1, NULL, NULL},
+    {"fit", 1u << 0, NULL, NULL, -1, NULL, NULL},
+    {"dequantize", 1u << 0, NULL, NULL, -1, NULL, NULL},
+    {"merge", 1u << 0, NULL, NULL, -1, NULL, NULL},  /* the base; the adapter is a PEFT folder */
 };
 
 static const input_rule *input_rule_of(const char *cmd)
@@ -111,10 +115,12 @@ static char *default_out(const char *input, const char *repo, const char *suffix
 
 /* doctor --fix writes backups and rewritten files beside its input: inside
  * the cache that would change a snapshot (and the blobs its links share with
- * other revisions) behind huggingface_hub's back. */
+ * other revisions) behind huggingface_hub's back. A cache name is refused
+ * as a name, wherever its folders' links lead. */
 static int refuse_cache_write(const input_rule *rule, const cli_args *a, const hf_env *env, ff_err *e)
 {
-    if (!rule->writes_input || !cli_flag(a, rule->writes_input) || !hfcache_contains(a->pos[0], env))
+    if (!rule->writes_input || !cli_flag(a, rule->writes_input) ||
+        (!a->hf_repo[0] && !hfcache_contains(a->pos[0], env)))
         return FF_OK;
     const char *name = a->hf_repo[0] ? a->hf_repo[0] : a->pos[0];
     return ff_fail(e, FF_EUSAGE,
@@ -122,6 +128,33 @@ static int refuse_cache_write(const input_rule *rule, const cli_args *a, const h
                    "%s OUT --fix` (it fixes a shadow copy beside OUT) or copy the snapshot out (cp -rL %s DIR) "
                    "and fix the copy",
                    rule->cmd, rule->writes_input, a->pos[0], name, a->pos[0]);
+}
+
+/* A report written into a checkpoint folder the command reads replaces its
+ * files (verify OUT --html OUT/model.safetensors replaced the weights), and
+ * one written into a snapshot's repo folder changes the cache. */
+static int report_outside(const input_rule *rule, const char *report, const char *dir, ff_err *e)
+{
+    char *repo = hfcache_snapshot_repo(dir);
+    int inside = fs_writes_inside(report, dir) || (repo && fs_writes_inside(report, repo));
+    free(repo);
+    if (!inside)
+        return FF_OK;
+    return ff_fail(e, FF_EUSAGE, "%s %s: inside %s, a checkpoint folder %s reads; write the report somewhere else",
+                   rule->report_opt, report, dir, rule->cmd);
+}
+
+static int refuse_report_inside(const input_rule *rule, const cli_args *a, ff_err *e)
+{
+    const char *report = rule->report_opt ? cli_get(a, rule->report_opt) : NULL;
+    int rc = FF_OK;
+    for (int i = 0; report && i < a->npos && rc == FF_OK; i++)
+        if (rule->pos & (1u << i))
+            rc = report_outside(rule, report, a->pos[i], e);
+    for (int i = 0; report && rule->opt && i < a->nval && rc == FF_OK; i++)
+        if (strcmp(a->name[i], rule->opt) == 0)
+            rc = report_outside(rule, report, a->val[i], e);
+    return rc;
 }
 
 int cli_resolve_inputs(const char *cmd, cli_args *a, cli_inputs *in, ff_err *e)
@@ -140,6 +173,8 @@ int cli_resolve_inputs(const char *cmd, cli_args *a, cli_inputs *in, ff_err *e)
             rc = resolve_one(&a->val[i], &env, in, NULL, e);
     if (rc == FF_OK)
         rc = refuse_cache_write(rule, a, &env, e);
+    if (rc == FF_OK)
+        rc = refuse_report_inside(rule, a, e);
     if (rc == FF_OK && rule->out_suffix && a->npos == rule->out_pos && a->npos < CLI_MAX_POS && a->npos > 0) {
         in->default_out = default_out(a->pos[0], a->hf_repo[0], rule->out_suffix);
         if (in->default_out)

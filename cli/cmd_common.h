@@ -36,8 +36,9 @@ typedef struct cli_inputs {
 /* For cmd: replaces each positional (and option value) that names a
  * checkpoint folder and is an `org/name[@revision]` of the local cache with
  * its snapshot folder (a->hf_repo records the name), fills a missing output
- * folder with its default (quantize: ./<name>-NVFP4A16), and refuses an
- * option that writes into its input (doctor --fix) on a cache path. */
+ * folder with its default (quantize: ./<name>-NVFP4A16), refuses an
+ * option that writes into its input (doctor --fix) on a cache name or path,
+ * and a report file (verify, diff --html) inside a folder the command reads. */
 int cli_resolve_inputs(const char *cmd, cli_args *a, cli_inputs *in, ff_err *e);
 void cli_inputs_free(cli_inputs *in);
 

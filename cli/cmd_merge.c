@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd_common.h"
 #include "commands.h"
@@ -51,6 +52,12 @@ static int parse(const cli_args *a, merge_opts *j, ff_err *e)
         return rc;
     if (j->chat_template && !fs_exists(j->chat_template))
         return ff_fail(e, FF_EUSAGE, "--chat-template: %s does not exist", j->chat_template);
+    /* a FIFO is refused now, not once the shards are written */
+    int fd = j->chat_template ? fs_open_regular(j->chat_template, e) : -1;
+    if (j->chat_template && fd < 0)
+        return e->code;
+    if (fd >= 0)
+        close(fd);
     return FF_OK;
 }
 

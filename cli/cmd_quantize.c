@@ -7,6 +7,7 @@
 #include "card.h"
 #include "cmd_common.h"
 #include "fsutil.h"
+#include "hfcache.h"
 #include "commands.h"
 #include "lora.h"
 #include "doctor_shadow.h"
@@ -27,6 +28,8 @@ static const cli_opt options[] = {
     {"--no-doctor", NULL, "skip the doctor checks (exit 4 otherwise when they find something)"},
     {"--lora", "ADAPTER", "merge this PEFT LoRA adapter in the same pass (see fp4forge merge)"},
     {"--lora-allow-ignored", NULL, "with --lora: merge modules the recipe leaves unquantized"},
+    {"--base-model", "ORG/NAME", "the card's base_model (default: the cache name, else config's _name_or_path)"},
+    {"--hub-id", "ORG/NAME", "the repo the output will be uploaded as: the card's serve line names it"},
     RECIPE_OPTS,
     {NULL, NULL, NULL},
 };
@@ -81,22 +84,31 @@ static void summary(const plan *p, const quant_stats *st, const char *out, int j
 static int write_card(const cli_args *a, const plan *p, const ckpt *c, ff_err *e)
 {
     char *base_card = fs_join(a->pos[0], "README.md");
-    /* no serve path: the card, like the weights, must not depend on where
-     * OUT is (runs into different folders are compared byte for byte) */
     nvfp4_obs obs;
-    const char *obs_name = cli_get(a, "--observer");
-    card_info ci = {a->hf_repo[0], base_card, NULL,
-                    obs_name && nvfp4_obs_from_name(obs_name, &obs) == 0 ? obs.llmc_name : NULL};
+    const char *obs_name = cli_get(a, "--observer"), *base = cli_get(a, "--base-model");
+    card_info ci = {base ? base : a->hf_repo[0], base_card, a->pos[1],
+                    obs_name && nvfp4_obs_from_name(obs_name, &obs) == 0 ? obs.llmc_name : NULL,
+                    a->hf_repo[0] ? a->hf_repo[0] : a->pos[0], cli_get(a, "--hub-id")};
     int rc = base_card ? card_write(a->pos[1], p, c, &ci, e) : ff_fail(e, FF_EIO, "out of memory");
     free(base_card);
     return rc ? ff_wrap(e, "model card: ") : FF_OK;
+}
+
+/* A Hub repo id the card will print and link: org/name, nothing else. */
+static int hub_name_option(const cli_args *a, const char *opt, ff_err *e)
+{
+    const char *v = cli_get(a, opt);
+    if (v && (!hfcache_is_name(v) || strchr(v, '@')))
+        return ff_fail(e, FF_EUSAGE, "%s %s: not a Hugging Face repo id (ORG/NAME)", opt, v);
+    return FF_OK;
 }
 
 /* The options' values, checked as the real run checks them (a dry run too). */
 static int quant_options(const cli_args *a, quant_opts *o, nvfp4_obs *obs, ff_err *e)
 {
     memset(o, 0, sizeof *o);
-    if (cli_threads(a, &o->threads, e) || cli_shard_size(a, &o->shard_size, e))
+    if (cli_threads(a, &o->threads, e) || cli_shard_size(a, &o->shard_size, e) ||
+        hub_name_option(a, "--base-model", e) || hub_name_option(a, "--hub-id", e))
         return e->code;
     o->kernel = cli_get(a, "--kernel");
     const char *obs_name = cli_get(a, "--observer");

@@ -2,7 +2,7 @@
 # Installs what fp4forge builds and tests with (Debian packages), only what is
 # missing, so a fresh machine and a warm one take the same command.
 set -euo pipefail
-pkgs="bc build-essential chromium clang pkg-config libjansson-dev libcurl4-openssl-dev python3 python3-venv ca-certificates"
+pkgs="bc build-essential chromium clang pkg-config libjansson-dev libyaml-dev libcurl4-openssl-dev python3 python3-venv ca-certificates"
 missing=""
 for p in $pkgs; do dpkg -s "$p" > /dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -23,6 +23,8 @@ typedef struct ckpt {
     size_t ntensors;
     size_t *hash;           /* open addressing over tensors, for ckpt_find */
     size_t hash_cap;
+    uint64_t hash_key[2];   /* SipHash key drawn per checkpoint: names come
+                             * from the file (src/base/siphash.h) */
     uint64_t total_bytes;   /* sum of tensor bytes */
 } ckpt;
 

@@ -39,9 +39,16 @@ char *hfcache_root(const hf_env *env, ff_err *e);
  * that downloads it. */
 int hfcache_lookup(const char *arg, const hf_env *env, hf_ref *r, ff_err *e);
 /* Does path (an existing file or folder) lie inside the hub cache, or inside
- * any `models--*` folder of a cache wherever it is? A command about to
- * write into its input refuses such a path. */
+ * a repo folder's snapshots/ or blobs/ of a cache wherever it is (by its
+ * `models--*` name, or by its layout: it holds snapshots/ and blobs/)? As
+ * named and as resolved, so a repo or snapshot folder that is a link to
+ * somewhere else is still the cache. A command about to write into its
+ * input refuses such a path. */
 int hfcache_contains(const char *path, const hf_env *env);
+/* When dir is a snapshot, ".../REPO/snapshots/REV" as named or as resolved
+ * with REPO holding snapshots/ and blobs/: REPO's real path (malloc'd), the
+ * folder its files may link into (../../blobs/). NULL otherwise. */
+char *hfcache_snapshot_repo(const char *dir);
 void hf_ref_free(hf_ref *r);
 
 #endif

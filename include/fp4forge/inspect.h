@@ -33,6 +33,11 @@ typedef struct insp {
     insp_class cls;
     insp_row *rows;
     size_t nrows, cap;
+    size_t *row_index;      /* open addressing over rows by (family, dtype,
+                             * suffix): a header of unique suffixes made the
+                             * linear search quadratic */
+    size_t index_cap;
+    uint64_t index_key[2];
     const json_t *qcfg;     /* config's quantization_config (borrowed) or NULL */
 } insp;
 

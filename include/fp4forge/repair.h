@@ -33,7 +33,16 @@ typedef struct repair_stats {
     uint64_t subnormal;       /* a normal scale that became an E4M3 subnormal */
     uint64_t zero;            /* a nonzero scale over nonzero codes that became zero */
     uint64_t nan;             /* NaN scales met (the caller refuses the input) */
+    uint64_t lossy;           /* blocks with a normal scale whose values moved past REPAIR_MAX_REL */
 } repair_stats;
+
+/* The most re-expressing a normal block scale can move a decoded value by
+ * rounding alone: half an E4M3 step (2^-4 of the scale) compounded with
+ * bf16's rounding of the value before and after (2^-8 each),
+ * (1 + 2^-4)(1 + 2^-8) / (1 - 2^-8) - 1 = 0.07083. A block past it lost
+ * significant bits (its scale fell among E4M3's subnormals, or to zero);
+ * repair_run refuses such a group rather than write it. */
+#define REPAIR_MAX_REL 0.0709
 
 /* One E4M3 block scale s8, stored under global scale g_piece, re-expressed
  * under g_common: round-to-nearest-even of s8 * g_common / g_piece, rounded

@@ -15,9 +15,11 @@
 
 typedef struct ckpt_writer ckpt_writer;
 
-/* Refuses an existing OUT unless force, and an OUT that is, contains or lies
- * inside one of `inputs` (NULL-terminated, may be NULL). NULL with e filled
- * on failure. */
+/* Refuses an existing OUT unless force, an OUT that is, contains or lies
+ * inside one of `inputs` (NULL-terminated, may be NULL), and inputs whose
+ * files are not their own regular files (input_files_check: a link leaving
+ * the input, a FIFO), before anything is written. NULL with e filled on
+ * failure. */
 ckpt_writer *ckpt_writer_begin(const char *out_dir, int force, const char *const *inputs, ff_err *e);
 /* What ckpt_writer_begin would refuse, checked without writing anything. */
 int ckpt_writer_check(const char *out_dir, int force, const char *const *inputs, ff_err *e);

@@ -63,12 +63,75 @@ int fs_rm_rf(const char *path)
     return nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+const char *fs_kind(unsigned mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFIFO: return "a FIFO";
+    case S_IFSOCK: return "a socket";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFDIR: return "a folder";
+    case S_IFLNK: return "a symbolic link";
+    default: return "not a regular file";
+    }
+}
+
+static int not_regular(const char *path, unsigned mode, ff_err *e)
+{
+    return ff_fail(e, FF_EIO, "%s: %s, not a regular file; fp4forge reads only regular files", path,
+                   fs_kind(mode));
+}
+
+int fs_open_regular(const char *path, ff_err *e)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        ff_fail(e, FF_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        not_regular(path, st.st_mode, e);
+        return -1;
+    }
+    /* O_NONBLOCK: a FIFO put in its place after the stat must not block
+     * the open either; the fstat below then refuses it */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        ff_fail(e, FF_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        not_regular(path, st.st_mode, e);
+        close(fd);
+        return -1;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        ff_fail(e, FF_EIO, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+FILE *fs_fopen_regular(const char *path, ff_err *e)
+{
+    int fd = fs_open_regular(path, e);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (fd >= 0 && !f) {
+        ff_fail(e, FF_EIO, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 int fs_copy_file(const char *src, const char *dst, ff_err *e)
 {
-    int in = open(src, O_RDONLY);
+    int in = fs_open_regular(src, e);
     if (in < 0)
-        return ff_fail(e, FF_EIO, "%s: cannot open: %s", src, strerror(errno));
-    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        return e ? e->code : FF_EIO;
+    /* O_NONBLOCK: a FIFO at dst fails (no reader) instead of waiting */
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0644);
     if (out < 0) {
         close(in);
         return ff_fail(e, FF_EIO, "%s: cannot create: %s", dst, strerror(errno));
@@ -238,11 +301,42 @@ static char *canonical(const char *path)
     return out;
 }
 
-/* Is `inner` the same as, or below, `outer` (both canonical)? */
-static int is_within(const char *outer, const char *inner)
+int fs_path_within(const char *outer, const char *inner)
 {
     size_t n = strlen(outer);
     return strncmp(outer, inner, n) == 0 && (inner[n] == 0 || inner[n] == '/' || strcmp(outer, "/") == 0);
+}
+
+/* The folder a path would be written in, canonical (malloc'd). */
+static char *canonical_parent(const char *path)
+{
+    char *copy = trim_slashes(path);
+    char *slash = copy ? strrchr(copy, '/') : NULL;
+    char *out;
+    if (!copy)
+        return NULL;
+    if (!slash)
+        out = canonical(".");
+    else {
+        slash[slash == copy] = 0;   /* "/x" keeps its "/" */
+        out = canonical(copy);
+    }
+    free(copy);
+    return out;
+}
+
+int fs_writes_inside(const char *path, const char *dir)
+{
+    char *d = realpath(dir, NULL);
+    if (!d)
+        return 0;
+    char *self = canonical(path), *parent = canonical_parent(path);
+    /* both: a link named path leads elsewhere, and a link elsewhere may lead into dir */
+    int in = (self && fs_path_within(d, self)) || (parent && fs_path_within(d, parent));
+    free(self);
+    free(parent);
+    free(d);
+    return in;
 }
 
 static int check_not_input(const char *out_dir, const char *const *inputs, ff_err *e)
@@ -253,10 +347,10 @@ static int check_not_input(const char *out_dir, const char *const *inputs, ff_er
     int rc = FF_OK;
     for (size_t i = 0; inputs && inputs[i] && rc == FF_OK; i++) {
         char *in = canonical(inputs[i]);
-        if (in && is_within(out, in))
+        if (in && fs_path_within(out, in))
             rc = ff_fail(e, FF_EUSAGE, "%s: the output folder %s the input folder %s; refusing (the input is "
                          "never written or replaced)", out_dir, strcmp(out, in) ? "contains" : "is", inputs[i]);
-        else if (in && is_within(in, out))
+        else if (in && fs_path_within(in, out))
             rc = ff_fail(e, FF_EUSAGE, "%s: the output folder lies inside the input folder %s; refusing (the input "
                          "is never written)", out_dir, inputs[i]);
         free(in);

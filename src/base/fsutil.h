@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "ff_err.h"
 
@@ -13,7 +14,25 @@ int fs_is_dir(const char *path);
 int fs_mkdir_p(const char *path, ff_err *e);
 /* Removes a tree; used only on folders this program created. */
 int fs_rm_rf(const char *path);
+/* Copies a regular file (src is opened with fs_open_regular: a FIFO or a
+ * device is refused, never waited on). */
 int fs_copy_file(const char *src, const char *dst, ff_err *e);
+/* "a FIFO", "a socket", "a character device", ...: what a non-regular file
+ * is, for the one line that refuses it. */
+const char *fs_kind(unsigned mode);
+/* Opens path (links followed) for reading only when it is a regular file:
+ * a FIFO, device or socket is refused with one line naming it, and is never
+ * opened in a way that blocks (a FIFO has no writer; reading it would wait
+ * forever). The descriptor, or -1 with e filled. */
+int fs_open_regular(const char *path, ff_err *e);
+/* The same as a stdio stream ("rb"), or NULL with e filled. */
+FILE *fs_fopen_regular(const char *path, ff_err *e);
+/* Would writing `path` touch `dir`: is path (followed, when it exists) or
+ * the folder it would be written in the same as dir or inside it? Real
+ * paths; path need not exist yet. 0 when dir does not resolve. */
+int fs_writes_inside(const char *path, const char *dir);
+/* Is the real path `inner` the same as or below the real path `outer`? */
+int fs_path_within(const char *outer, const char *inner);
 /* Does the name end with suf (".safetensors")? */
 int fs_ends_with(const char *s, const char *suf);
 /* Joins into a fresh malloc'd string. */

@@ -2,10 +2,23 @@
 
 #include <string.h>
 
+#include "fsutil.h"
+
 int jsonio_load(const char *path, json_t **out, ff_err *e)
 {
+    return jsonio_load_flags(path, JSON_REJECT_DUPLICATES, out, e);
+}
+
+int jsonio_load_flags(const char *path, size_t flags, json_t **out, ff_err *e)
+{
+    FILE *f = fs_fopen_regular(path, e);
+    if (!f)
+        return e ? e->code : FF_EIO;
     json_error_t je;
-    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    json_t *j = json_loadf(f, flags, &je);
+    fclose(f);
+    if (!j && json_error_code(&je) == json_error_out_of_memory)
+        return ff_fail(e, FF_EIO, "%s: out of memory reading its JSON", path);
     if (!j)
         return ff_fail(e, FF_EIO, "%s: bad JSON at line %d: %s", path, je.line, je.text);
     if (!json_is_object(j)) {
@@ -20,6 +33,8 @@ int jsonio_parse(const char *buf, size_t len, const char *what, json_t **out, ff
 {
     json_error_t je;
     json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    if (!j && json_error_code(&je) == json_error_out_of_memory)
+        return ff_fail(e, FF_EIO, "%s: out of memory reading its JSON", what);
     if (!j)
         return ff_fail(e, FF_EIO, "%s: bad JSON at byte %d: %s", what, je.position, je.text);
     if (!json_is_object(j)) {

@@ -8,8 +8,12 @@
 
 #include "ff_err.h"
 
-/* Loads a JSON file whose top level must be an object. */
+/* Loads a JSON file whose top level must be an object; anything but a
+ * regular file (a FIFO, a device) is refused, never waited on. */
 int jsonio_load(const char *path, json_t **out, ff_err *e);
+/* The same with jansson's decoding flags (JSON_DECODE_INT_AS_REAL, ...)
+ * instead of JSON_REJECT_DUPLICATES. */
+int jsonio_load_flags(const char *path, size_t flags, json_t **out, ff_err *e);
 /* Parses a buffer (for safetensors headers); `what` names it in errors. */
 int jsonio_parse(const char *buf, size_t len, const char *what, json_t **out, ff_err *e);
 /* Writes indented JSON (keys in insertion order) + newline to path. */

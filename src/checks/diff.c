@@ -178,11 +178,16 @@ static int compare_values(const ckpt *a, const ckpt_tensor *ta, const ckpt *b, c
     return 1;
 }
 
+/* A float tensor's relative difference, else the share of its bytes that differ. */
+static double row_difference(const value_row *r)
+{
+    return r->rel >= 0 ? r->rel : (double)r->differing / (double)(r->bytes ? r->bytes : 1);
+}
+
 static int by_differing(const void *p, const void *q)
 {
     const value_row *a = p, *b = q;
-    double fa = a->rel >= 0 ? a->rel : (double)a->differing / (double)a->bytes;
-    double fb = b->rel >= 0 ? b->rel : (double)b->differing / (double)b->bytes;
+    double fa = row_difference(a), fb = row_difference(b);
     return fa < fb ? 1 : fa > fb ? -1 : strcmp(a->name, b->name);
 }
 
@@ -199,19 +204,38 @@ static json_t *value_json(const value_row *r)
 /* Every tensor of A that B holds with the same dtype and shape, compared;
  * those that differ listed worst first (by relative difference, or the share
  * of differing bytes), the first VALUES_LISTED of them. */
+/* Each compared module's worst tensor (0 when all its tensors are equal):
+ * what diff --html draws as heatmaps. */
+static void by_module(json_t *modules, const value_row *row)
+{
+    const char *dot = strrchr(row->name, '.');
+    size_t len = dot ? (size_t)(dot - row->name) : strlen(row->name);
+    double d = row->differing ? row_difference(row) : 0;
+    const json_t *old = json_object_getn(modules, row->name, len);
+    if (!old || json_real_value(old) < d)
+        json_object_setn_new(modules, row->name, len, json_real(d));
+}
+
 static json_t *value_diff(const ckpt *a, const ckpt *b, json_t *r)
 {
     value_row *rows = calloc(a->ntensors ? a->ntensors : 1, sizeof *rows);
-    if (!rows)
+    json_t *modules = json_object();
+    if (!rows || !modules) {
+        free(rows);
+        json_decref(modules);
         return NULL;
+    }
     size_t n = 0, compared = 0;
     for (size_t i = 0; i < a->ntensors; i++) {
         const ckpt_tensor *ta = &a->tensors[i], *tb = ckpt_find(b, ta->st->name);
         if (!tb || tb->st->dtype != ta->st->dtype || tb->st->end - tb->st->begin != ta->st->end - ta->st->begin)
             continue;
         compared++;
-        n += compare_values(a, ta, b, tb, &rows[n]);
+        int differs = compare_values(a, ta, b, tb, &rows[n]);
+        by_module(modules, &rows[n]);
+        n += differs;
     }
+    json_object_set_new(r, "values_by_module", modules);
     json_t *list = json_array();
     qsort(rows, n, sizeof *rows, by_differing);
     for (size_t i = 0; i < n && i < VALUES_LISTED; i++)

@@ -1,9 +1,12 @@
 /* diff --html: the comparison as one self-contained page: the verdict and
  * the architecture classes first, then every list that holds a difference
- * (the lists diff's JSON carries), then the shard tables. */
+ * (the lists diff's JSON carries), with --values the heatmaps of each
+ * module's difference, then the shard tables. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "diff.h"
+#include "heatmap.h"
 #include "html.h"
 
 /* Objects become rows under their first item's keys; anything else one cell. */
@@ -71,6 +74,30 @@ static void list_section(FILE *o, const char *key, const json_t *items)
     fputs("</table>\n", o);
 }
 
+/* diff --values: each module's worst difference as verify's heatmaps, on a
+ * scale where only identical is green: between two outputs of one model
+ * any difference is news (a float tensor's relative difference, else the
+ * share of a quantized module's bytes that differ). */
+static int values_heatmap(FILE *o, const json_t *modules)
+{
+    size_t n = json_object_size(modules), i = 0;
+    if (!n)
+        return 0;
+    heat_value *v = malloc(n * sizeof *v);
+    if (!v)
+        return -1;
+    const char *k;
+    const json_t *x;
+    json_object_foreach((json_t *)modules, k, x)
+        v[i++] = (heat_value){k, json_number_value(x)};
+    fputs("<p>colour: green = identical; any difference red, darker the larger (log scale up to 1: all bytes "
+          "differ, or a relative difference of 1); grey: not compared</p>\n", o);
+    heat_style s = {"Difference", "difference", 1.0, "not compared", 1};
+    int rc = heat_sections(o, v, n, &s);
+    free(v);
+    return rc;
+}
+
 static int is_shard_table(const char *key)
 {
     return strncmp(key, "shards_", 7) == 0;
@@ -100,6 +127,8 @@ int diff_write_html(const json_t *res, FILE *o)
         }
     if (!any)
         fputs("<p>No differences.</p>\n", o);
+    if (values_heatmap(o, json_object_get(res, "values_by_module")))
+        return -1;
     json_object_foreach((json_t *)res, key, v)
         if (json_is_array(v) && is_shard_table(key))
             list_section(o, key, v);

@@ -1,11 +1,13 @@
 #include "inspect.h"
 
 #include <ctype.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "decode.h"
 #include "jsonio.h"
+#include "siphash.h"
 
 static const char *last_component(const char *name)
 {
@@ -64,17 +66,22 @@ const json_t *insp_ignore(const insp *s)
 
 const char *insp_class_name(const insp_class *k) { return k->moe ? "moe" : "dense"; }
 
-static int add_row(insp *s, const char *family, const st_tensor *t, ff_err *e)
+static size_t row_slot(const insp *s, const char *family, ff_dtype dtype, const char *suffix)
 {
-    const char *suf = last_component(t->name);
-    for (size_t i = 0; i < s->nrows; i++) {
-        insp_row *r = &s->rows[i];
-        if (r->family == family && r->dtype == t->dtype && strcmp(r->suffix, suf) == 0) {
-            r->count++;
-            r->bytes += t->end - t->begin;
-            return FF_OK;
-        }
+    uint64_t h = ff_siphash(s->index_key, suffix, strlen(suffix)) ^ (uint64_t)(uintptr_t)family * 31 ^ (uint64_t)dtype;
+    size_t i = (size_t)h & (s->index_cap - 1);
+    for (;; i = (i + 1) & (s->index_cap - 1)) {
+        size_t r = s->row_index[i];
+        if (r == SIZE_MAX || (s->rows[r].family == family && s->rows[r].dtype == dtype &&
+                              strcmp(s->rows[r].suffix, suffix) == 0))
+            return i;
     }
+}
+
+/* Room for one more row, in the array and in its index (kept at most half
+ * full, rebuilt when it doubles). */
+static int grow_rows(insp *s, ff_err *e)
+{
     if (s->nrows == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 32;
         insp_row *nr = realloc(s->rows, cap * sizeof *nr);
@@ -83,12 +90,41 @@ static int add_row(insp *s, const char *family, const st_tensor *t, ff_err *e)
         s->rows = nr;
         s->cap = cap;
     }
-    insp_row *r = &s->rows[s->nrows++];
+    if (2 * (s->nrows + 1) <= s->index_cap)
+        return FF_OK;
+    size_t cap = s->index_cap ? s->index_cap * 2 : 64, *idx = malloc(cap * sizeof *idx);
+    if (!idx)
+        return ff_fail(e, FF_EIO, "out of memory");
+    free(s->row_index);
+    s->row_index = idx;
+    s->index_cap = cap;
+    for (size_t i = 0; i < cap; i++)
+        idx[i] = SIZE_MAX;
+    for (size_t r = 0; r < s->nrows; r++)
+        idx[row_slot(s, s->rows[r].family, s->rows[r].dtype, s->rows[r].suffix)] = r;
+    return FF_OK;
+}
+
+static int add_row(insp *s, const char *family, const st_tensor *t, ff_err *e)
+{
+    char suf[sizeof s->rows->suffix];
+    snprintf(suf, sizeof suf, "%s", last_component(t->name));
+    size_t slot = s->index_cap ? row_slot(s, family, t->dtype, suf) : 0;
+    if (s->index_cap && s->row_index[slot] != SIZE_MAX) {
+        insp_row *r = &s->rows[s->row_index[slot]];
+        r->count++;
+        r->bytes += t->end - t->begin;
+        return FF_OK;
+    }
+    if (grow_rows(s, e))
+        return e->code;
+    insp_row *r = &s->rows[s->nrows];
     r->family = family;
     r->dtype = t->dtype;
-    snprintf(r->suffix, sizeof r->suffix, "%s", suf);
+    memcpy(r->suffix, suf, sizeof suf);
     r->count = 1;
     r->bytes = t->end - t->begin;
+    s->row_index[row_slot(s, family, t->dtype, suf)] = s->nrows++;
     return FF_OK;
 }
 
@@ -120,6 +156,7 @@ int insp_build(insp *s, const ckpt *c, ff_err *e)
 {
     memset(s, 0, sizeof *s);
     s->c = c;
+    ff_sipkey_random(s->index_key);
     const ff_family *fam = c->config ? ff_family_detect(c->config) : NULL;
     if (fam) {
         int rc = ff_matcher_init(&s->m, fam, c->config, e);
@@ -144,6 +181,7 @@ void insp_free(insp *s)
     if (s->have_matcher)
         ff_matcher_free(&s->m);
     free(s->rows);
+    free(s->row_index);
     memset(s, 0, sizeof *s);
 }
 

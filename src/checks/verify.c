@@ -72,7 +72,44 @@ static void detail(vctx *v, const char *name, const char *fmt, ...)
     json_object_set_new(check(v, name), "detail", json_string(buf));
 }
 
-/* ---- decode: every module's values finite ---------------------------- */
+/* ---- decode: every module whole, its values finite and not lost ----------- */
+
+static void check_module(vctx *v, const char *mod)
+{
+    dq_module m;
+    dq_stats st;
+    ff_err e2 = {0};
+    float gs;
+    uint64_t first, zero;
+    if (dq_find(&v->q, mod, &m, &e2) != FF_OK)
+        fail_item(v, "decode", "%s: %s", v->q.dir, e2.msg);
+    else if (dq_check_global(&v->q, &m, &gs, &e2) != FF_OK || dq_decode(&v->q, &m, NULL, NULL, &st, &e2) != FF_OK)
+        fail_item(v, "decode", "%s", e2.msg);
+    else if (st.nonfinite)
+        fail_item(v, "decode", "%s: %llu NaN/Inf values (first at %llu; global scale %g)", mod,
+                  (unsigned long long)st.nonfinite, (unsigned long long)st.first_bad, (double)st.global_scale);
+    else if ((zero = dq_zero_scale_blocks(&v->q, &m, &first)))
+        fail_item(v, "decode", "%s: %llu blocks with non-zero codes have a zero block scale (first: block %llu of "
+                               "%s), so their weights decode to 0", mod, (unsigned long long)zero,
+                  (unsigned long long)first, m.scale->st->name);
+    dq_module_free(&m);
+}
+
+/* A module whose scales are there but whose weight_packed is not: readers
+ * that pair by weight_packed would skip it. Named once, by its global scale
+ * when it has one. */
+static void check_orphan(vctx *v, const ckpt_tensor *t)
+{
+    char mod[1024], buf[1100];
+    const char *part = dq_orphan_part(&v->q, t->st->name, mod, sizeof mod);
+    if (!part)
+        return;
+    snprintf(buf, sizeof buf, "%s.%s", mod, DQ_GLOBAL);
+    if (strcmp(part, DQ_GLOBAL) != 0 && ckpt_find(&v->q, buf))
+        return;
+    fail_item(v, "decode", "%s: %s has %s but no %s: the module's codes are missing", ckpt_path(&v->q, t), mod, part,
+              DQ_PACKED);
+}
 
 static void check_decode(vctx *v)
 {
@@ -80,23 +117,35 @@ static void check_decode(vctx *v)
     char mod[1024];
     check(v, "decode");
     for (size_t i = 0; i < v->q.ntensors; i++) {
-        if (!dq_module_of(v->q.tensors[i].st->name, mod, sizeof mod))
-            continue;
-        dq_module m;
-        dq_stats st;
-        ff_err e2 = {0};
-        n++;
-        if (dq_find(&v->q, mod, &m, &e2) == FF_OK && dq_decode(&v->q, &m, NULL, NULL, &st, &e2) == FF_OK) {
-            if (st.nonfinite)
-                fail_item(v, "decode", "%s: %llu NaN/Inf values (first at %llu; global scale %g)", mod,
-                          (unsigned long long)st.nonfinite, (unsigned long long)st.first_bad,
-                          (double)st.global_scale);
+        const char *name = v->q.tensors[i].st->name;
+        if (dq_module_of(name, mod, sizeof mod)) {
+            check_module(v, mod);
+            n++;
         } else {
-            fail_item(v, "decode", "%s", e2.msg);
+            check_orphan(v, &v->q.tensors[i]);
         }
-        dq_module_free(&m);
     }
     detail(v, "decode", "%zu quantized modules decoded", n);
+}
+
+/* ---- no scale of the source's quantization beside an NVFP4 module ----------- */
+
+/* An FP8 source's input_scale (static activations) or weight_scale_inv carried
+ * next to weight_packed: NVFP4A16 reads 16-bit activations and has its own
+ * weight scales, so the tensor is a leftover a loader either rejects or
+ * mistakes for this module's. */
+static void check_stray(vctx *v)
+{
+    size_t n = 0;
+    check(v, "stray_scales");
+    for (size_t i = 0; i < v->q.ntensors; i++) {
+        const ckpt_tensor *t = &v->q.tensors[i];
+        const char *stray = dq_stray_scale(&v->q, t->st->name);
+        if (stray && ++n)
+            fail_item(v, "stray_scales", "%s: %s: a scale of the source's FP8 quantization beside an NVFP4 "
+                                         "module (NVFP4A16 has no %s)", ckpt_path(&v->q, t), t->st->name, stray);
+    }
+    detail(v, "stray_scales", "%zu input_scale or weight_scale_inv tensors beside NVFP4 modules", n);
 }
 
 /* Kept tensors (norms, embeddings, routers, towers) serve NaN as surely as a
@@ -435,6 +484,19 @@ static void compare_kept(vctx *v, const ckpt_tensor *st, const ckpt_tensor *qt)
         fail_item(v, "kept_identical", "%s (%s) differs from the source", a->name, insp_family(&v->qi, a->name));
 }
 
+/* quantize drops a source's input_scale beside a Linear it quantizes
+ * (NVFP4A16 activations are 16-bit): accounted for, not missing. */
+static int dropped_input_scale(const vctx *v, const char *name)
+{
+    static const char suf[] = ".input_scale";
+    size_t n = strlen(name), k = sizeof suf - 1;
+    char buf[1100];
+    if (n <= k || strcmp(name + n - k, suf) != 0 || n - k + sizeof "." DQ_PACKED > sizeof buf)
+        return 0;
+    snprintf(buf, sizeof buf, "%.*s.%s", (int)(n - k), name, DQ_PACKED);
+    return ckpt_find(&v->q, buf) != NULL;
+}
+
 /* Source tensors kept or quantized under their own name. */
 static void cover_direct(vctx *v, char *used, char *needs, size_t *nkept, size_t *nquant)
 {
@@ -454,7 +516,7 @@ static void cover_direct(vctx *v, char *used, char *needs, size_t *nkept, size_t
                                  .cols = st->st->ndim > 1 ? (uint64_t)st->st->shape[1] : 1, .module = mod};
             measure(v, &whole);
             (*nquant)++;
-        } else {
+        } else if (!dropped_input_scale(v, name)) {
             needs[i] = 1;
         }
     }
@@ -653,6 +715,7 @@ int verify_run(const char *out_dir, const verify_opts *o, json_t **result, ff_er
         return rc;
     }
     check_decode(&v);
+    check_stray(&v);
     check_kept_finite(&v);
     check_qconfig(&v);
     check_fused(&v);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "heatmap.h"
 #include "html.h"
 #include "verify.h"
 
@@ -14,23 +15,7 @@ typedef struct row {
     const char *module, *family;
     double rel, snr;
     long long numel;
-    int layer, expert;          /* -1 when the name has none */
-    const char *proj;           /* the last name component */
 } row;
-
-typedef struct heat {
-    const char **cols;          /* column labels (projections), or NULL for experts */
-    size_t ncols;
-    int nlayers;
-    double *val;                /* [layer * ncols + col], NAN when absent */
-} heat;
-
-/* The number after `key` in a module name ("layers." -> 12), or -1. */
-static int index_after(const char *name, const char *key)
-{
-    const char *p = strstr(name, key);
-    return p && p[strlen(key)] >= '0' && p[strlen(key)] <= '9' ? atoi(p + strlen(key)) : -1;
-}
 
 static row *read_rows(const json_t *tensors, size_t *n)
 {
@@ -44,117 +29,8 @@ static row *read_rows(const json_t *tensors, size_t *n)
         r[i].rel = json_number_value(json_object_get(t, "rel_error"));
         r[i].snr = json_number_value(json_object_get(t, "snr_db"));
         r[i].numel = json_integer_value(json_object_get(t, "numel"));
-        r[i].layer = index_after(r[i].module, "layers.");
-        r[i].expert = index_after(r[i].module, "experts.");
-        const char *dot = strrchr(r[i].module, '.');
-        r[i].proj = dot ? dot + 1 : r[i].module;
     }
     return r;
-}
-
-static size_t col_of(heat *h, const char *name)
-{
-    for (size_t i = 0; i < h->ncols; i++)
-        if (strcmp(h->cols[i], name) == 0)
-            return i;
-    h->cols[h->ncols] = name;
-    return h->ncols++;
-}
-
-/* experts = 0: layers x projections of the non-expert modules; 1: layers x
- * experts, each cell the worst of that expert's projections. */
-static int build_heat(const row *r, size_t n, int experts, heat *h)
-{
-    memset(h, 0, sizeof *h);
-    int maxe = -1;
-    for (size_t i = 0; i < n; i++) {
-        if (r[i].layer >= h->nlayers)
-            h->nlayers = r[i].layer + 1;
-        if (r[i].expert > maxe)
-            maxe = r[i].expert;
-    }
-    h->cols = calloc(n + 1, sizeof *h->cols);
-    size_t cap = experts ? (size_t)(maxe + 1) : n + 1;
-    h->val = malloc(((size_t)h->nlayers * cap + 1) * sizeof *h->val);
-    if (!h->cols || !h->val)
-        return -1;
-    for (size_t i = 0; i < (size_t)h->nlayers * cap; i++)
-        h->val[i] = NAN;
-    if (experts)
-        h->ncols = (size_t)(maxe + 1);
-    for (size_t i = 0; i < n; i++) {
-        if (r[i].layer < 0 || (r[i].expert >= 0) != experts)
-            continue;
-        size_t c = experts ? (size_t)r[i].expert : col_of(h, r[i].proj);
-        double *v = &h->val[(size_t)r[i].layer * cap + c];
-        if (isnan(*v) || r[i].rel > *v)
-            *v = r[i].rel;
-    }
-    if (!experts) /* the table was sized for every name; cells use the real width */
-        for (int l = h->nlayers - 1; l >= 0; l--)
-            memmove(&h->val[(size_t)l * h->ncols], &h->val[(size_t)l * cap], h->ncols * sizeof *h->val);
-    return 0;
-}
-
-static void heat_free(heat *h)
-{
-    free(h->cols);
-    free(h->val);
-}
-
-/* Green (no error) to red (verify's per-tensor limit, where a tensor fails)
- * on a fixed scale: a passing model never shows red, whatever the spread of
- * its own errors; beyond the limit, dark red. */
-static void color(FILE *o, double v, double lo, double hi)
-{
-    if (isnan(v)) {
-        fputs("#eee", o);
-        return;
-    }
-    if (v > hi) {
-        fputs("hsl(0,80%,32%)", o);
-        return;
-    }
-    double t = hi > lo ? (v - lo) / (hi - lo) : 0;
-    t = t < 0 ? 0 : t;
-    fprintf(o, "hsl(%d,75%%,%d%%)", (int)(120 * (1 - t)), 45 + (int)(10 * (1 - t)));
-}
-
-static void svg_heat(FILE *o, const heat *h, int experts, double lo, double hi)
-{
-    int cw = experts ? 14 : 64, ch = 14, left = 70, top = experts ? 34 : 90;
-    fprintf(o, "<svg width='%d' height='%d' font-size='11'>\n",
-            left + (int)h->ncols * cw + 10, top + h->nlayers * ch + 10);
-    for (size_t c = 0; c < h->ncols; c++) {
-        int x = left + (int)c * cw + cw / 2;
-        if (experts && c % 8 == 0)
-            fprintf(o, "<text x='%d' y='%d' text-anchor='middle'>%zu</text>\n", x, top - 6, c);
-        else if (!experts) {
-            fprintf(o, "<text transform='translate(%d,%d) rotate(-60)'>", x, top - 4);
-            html_esc(o, h->cols[c]);
-            fputs("</text>\n", o);
-        }
-    }
-    for (int l = 0; l < h->nlayers; l++) {
-        fprintf(o, "<text x='%d' y='%d' text-anchor='end'>layer %d</text>\n", left - 4, top + l * ch + 11, l);
-        for (size_t c = 0; c < h->ncols; c++) {
-            double v = h->val[(size_t)l * h->ncols + c];
-            fprintf(o, "<rect x='%d' y='%d' width='%d' height='%d' fill='", left + (int)c * cw,
-                    top + l * ch, cw - 1, ch - 1);
-            color(o, v, lo, hi);
-            fprintf(o, "'><title>layer %d, ", l);
-            if (experts)
-                fprintf(o, "expert %zu", c);
-            else
-                html_esc(o, h->cols[c]);
-            fputc(':', o);
-            if (isnan(v))
-                fputs(" (not quantized)</title></rect>\n", o);
-            else
-                fprintf(o, " relative error %.4f</title></rect>\n", v);
-        }
-    }
-    fputs("</svg>\n", o);
 }
 
 static size_t count_failing(const json_t *checks)
@@ -223,14 +99,19 @@ static void page_head(FILE *o, const json_t *res)
     fputs("</p>\n", o);
 }
 
-static void heat_section(FILE *o, const row *r, size_t n, int experts, double lo, double hi)
+/* Colours run from green at 0 to red at the per-tensor limit (0.250),
+ * dark red past it: a passing model shows no red, whatever its own spread. */
+static int heat_section(FILE *o, const row *r, size_t n, double limit)
 {
-    heat h;
-    if (build_heat(r, n, experts, &h) == 0 && h.ncols && h.nlayers) {
-        fprintf(o, "<h2>Relative error: layers x %s</h2>\n", experts ? "experts (worst of gate/up/down)" : "projections");
-        svg_heat(o, &h, experts, lo, hi);
-    }
-    heat_free(&h);
+    heat_value *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        v[i] = (heat_value){r[i].module, r[i].rel};
+    heat_style s = {"Relative error", "relative error", limit, "not quantized", 0};
+    int rc = heat_sections(o, v, n, &s);
+    free(v);
+    return rc;
 }
 
 int verify_write_html(const json_t *res, FILE *o)
@@ -260,8 +141,10 @@ int verify_write_html(const json_t *res, FILE *o)
         fprintf(o, "<p>colour: relative error from green = 0 to red = %.3f, the limit past which a tensor fails "
                    "(dark red: beyond it); this page's best %.4f, worst %.4f; grey: not quantized</p>\n",
                 limit, best, worst);
-        heat_section(o, r, n, 0, 0, limit);
-        heat_section(o, r, n, 1, 0, limit);
+        if (heat_section(o, r, n, limit)) {
+            free(r);
+            return -1;
+        }
         tensor_table(o, r, n);
     } else {
         fputs("<p>No per-tensor errors: run verify with --against SRC_DIR for the heatmap.</p>\n", o);

@@ -59,16 +59,10 @@ static int load_optional(const char *dir, const char *name, json_t **out, int *l
     int rc = FF_OK;
     if (fs_exists(p)) {
         rc = jsonio_load(p, out, e);
-        if (rc && lossy) {
-            json_error_t je;
-            *out = json_load_file(p, JSON_DECODE_INT_AS_REAL, &je);
-            if (json_is_object(*out)) {
-                *lossy = 1;
-                rc = FF_OK;
-            } else {
-                json_decref(*out);
-                *out = NULL;
-            }
+        ff_err le = {0};   /* when this fails too, the first reason stands */
+        if (rc && lossy && jsonio_load_flags(p, JSON_DECODE_INT_AS_REAL, out, &le) == FF_OK) {
+            *lossy = 1;
+            rc = FF_OK;
         }
     }
     free(p);

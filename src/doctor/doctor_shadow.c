@@ -8,6 +8,7 @@
 
 #include "doctor.h"
 #include "fsutil.h"
+#include "input_files.h"
 
 /* Weights are linked, never copied: the shadow costs kilobytes. */
 static int build_shadow(const char *in_dir, const char *shadow, ff_err *e)
@@ -42,6 +43,11 @@ int doctor_input_prepare(doctor_input *d, const char *in_dir, const char *out_di
     d->dir = in_dir;
     int rc = doctor_gate(in_dir, 0, NULL, fix ? NULL : out, e);
     if (rc != FF_EDOCTOR || !fix)
+        return rc;
+    /* the shadow copies the input's files: a link out of it or a FIFO is
+     * refused before anything is copied, as the writer would refuse it */
+    const char *inputs[] = {in_dir, NULL};
+    if ((rc = input_files_check(inputs, e)))
         return rc;
     d->shadow = fs_shadow_path(out_dir);
     if (!d->shadow)

@@ -8,17 +8,18 @@
 
 #include "fsutil.h"
 #include "jsonio.h"
+#include "siphash.h"
 
-static uint64_t hash_str(const char *s)
+/* Keyed per checkpoint: names come from the file, and a fixed hash let a
+ * header make every lookup walk one long chain. */
+static uint64_t hash_str(const ckpt *c, const char *s)
 {
-    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
-    while (*s)
-        h = (h ^ (uint8_t)*s++) * 1099511628211ull;
-    return h;
+    return ff_siphash(c->hash_key, s, strlen(s));
 }
 
 static int build_hash(ckpt *c, ff_err *e)
 {
+    ff_sipkey_random(c->hash_key);
     c->hash_cap = 16;
     while (c->hash_cap < c->ntensors * 2)
         c->hash_cap *= 2;
@@ -29,7 +30,7 @@ static int build_hash(ckpt *c, ff_err *e)
         c->hash[i] = SIZE_MAX;
     for (size_t i = 0; i < c->ntensors; i++) {
         const char *name = c->tensors[i].st->name;
-        size_t h = hash_str(name) & (c->hash_cap - 1);
+        size_t h = hash_str(c, name) & (c->hash_cap - 1);
         while (c->hash[h] != SIZE_MAX) {
             const ckpt_tensor *o = &c->tensors[c->hash[h]];
             if (strcmp(o->st->name, name) == 0)
@@ -46,7 +47,7 @@ const ckpt_tensor *ckpt_find(const ckpt *c, const char *name)
 {
     if (!c->hash)
         return NULL;
-    size_t h = hash_str(name) & (c->hash_cap - 1);
+    size_t h = hash_str(c, name) & (c->hash_cap - 1);
     while (c->hash[h] != SIZE_MAX) {
         const ckpt_tensor *t = &c->tensors[c->hash[h]];
         if (strcmp(t->st->name, name) == 0)

@@ -45,6 +45,77 @@ dq_part_kind dq_part(const ckpt *c, const char *tensor_name)
     return DQ_PART_NONE;
 }
 
+/* "<mod>.<suffix>" -> "<mod>.<other>", looked up; NULL when absent or too long. */
+static const ckpt_tensor *sibling(const ckpt *c, const char *name, const char *suffix, const char *other)
+{
+    char buf[1100];
+    size_t len = strlen(name) - strlen(suffix);
+    if (len + strlen(other) + 1 > sizeof buf)
+        return NULL;
+    memcpy(buf, name, len);
+    strcpy(buf + len, other);
+    return ckpt_find(c, buf);
+}
+
+const char *dq_orphan_part(const ckpt *c, const char *tensor_name, char *mod, size_t n)
+{
+    static const char *const parts[] = {DQ_SCALE, DQ_GLOBAL};
+    for (size_t i = 0; i < 2; i++) {
+        if (!ends_with_component(tensor_name, parts[i]) || sibling(c, tensor_name, parts[i], DQ_PACKED))
+            continue;
+        snprintf(mod, n, "%.*s", (int)(strlen(tensor_name) - strlen(parts[i]) - 1), tensor_name);
+        return parts[i];
+    }
+    return NULL;
+}
+
+const char *dq_stray_scale(const ckpt *c, const char *tensor_name)
+{
+    static const char *const strays[] = {"input_scale", "weight_scale_inv"};
+    for (size_t i = 0; i < 2; i++)
+        if (ends_with_component(tensor_name, strays[i]) && sibling(c, tensor_name, strays[i], DQ_PACKED))
+            return strays[i];
+    return NULL;
+}
+
+/* What code * (s / gs) gives under a bad global scale, for the message. */
+static const char *bad_global_effect(float gs)
+{
+    if (isnan(gs) || gs == 0.0f)
+        return "NaN and Inf";
+    if (isinf(gs))
+        return "zeros";
+    return gs < 0.0f ? "weights of flipped sign" : "Inf";
+}
+
+int dq_check_global(const ckpt *c, const dq_module *m, float *gs, ff_err *e)
+{
+    memcpy(gs, ckpt_data(c, m->global), sizeof *gs);
+    if (isnormal(*gs) && *gs > 0.0f)
+        return FF_OK;
+    return ff_fail(e, FF_EIO, "%s: tensor %s: global scale %g is not a positive, finite, normal number (its module "
+                              "would decode to %s)", ckpt_path(c, m->global), m->global->st->name, (double)*gs,
+                   bad_global_effect(*gs));
+}
+
+uint64_t dq_zero_scale_blocks(const ckpt *c, const dq_module *m, uint64_t *first)
+{
+    const uint8_t *packed = ckpt_data(c, m->packed), *scales = ckpt_data(c, m->scale);
+    uint64_t blocks = m->rows * (m->cols / NVFP4_GROUP), n = 0;
+    *first = UINT64_MAX;
+    for (uint64_t b = 0; b < blocks; b++) {
+        if (scales[b] & 0x7f)
+            continue;
+        const uint8_t *p8 = packed + b * (NVFP4_GROUP / 2);
+        int codes = 0;
+        for (int i = 0; i < NVFP4_GROUP / 2; i++)
+            codes |= p8[i] & 0x77;   /* a nonzero magnitude in either nibble */
+        if (codes && n++ == 0)
+            *first = b;
+    }
+    return n;
+}
+
 static const ckpt_tensor *find_part(const ckpt *c, const char *module, const char *suffix)
 {
     char buf[1024];

@@ -32,6 +32,31 @@ dq_part_kind dq_part(const ckpt *c, const char *tensor_name);
 int dq_find(const ckpt *c, const char *module, dq_module *m, ff_err *e);
 void dq_module_free(dq_module *m);
 
+/* A tensor "<mod>.weight_scale" or "<mod>.weight_global_scale" with no
+ * "<mod>.weight_packed" beside it: the module's name into mod, and the
+ * suffix returned; NULL for any other tensor. Such a module has lost its
+ * codes: a reader that pairs tensors by their packed weight would pass over
+ * it and leave its scales orphaned. */
+const char *dq_orphan_part(const ckpt *c, const char *tensor_name, char *mod, size_t n);
+
+/* A source-quantization scale ("<mod>.input_scale", "<mod>.weight_scale_inv")
+ * beside an NVFP4 module ("<mod>.weight_packed"): its suffix, else NULL.
+ * NVFP4A16 has neither (activations are 16-bit, the weight's scales are
+ * weight_scale and weight_global_scale), so one is a leftover of the source. */
+const char *dq_stray_scale(const ckpt *c, const char *tensor_name);
+
+/* The module's weight_global_scale into *gs; an error naming the file, the
+ * tensor and the value unless it is a positive, finite, normal float. It is
+ * 2688 / amax, so a subnormal one needs an amax past FLT_MAX: no finite
+ * weight gives it, and decoding by it overflows. */
+int dq_check_global(const ckpt *c, const dq_module *m, float *gs, ff_err *e);
+
+/* Blocks whose fp8 scale is zero while their codes are not: their weights
+ * decode to 0. No quantizer writes one (an all-zero group gets 0.125, CT's
+ * eps, and a scale never rounds to 0), so each is a value lost after the
+ * fact. *first gets the first such block's index (row-major, 16 wide). */
+uint64_t dq_zero_scale_blocks(const ckpt *c, const dq_module *m, uint64_t *first);
+
 /* What decoding saw: non-finite values (a NaN fp8 scale, a zero or NaN
  * global scale) are counted, not refused, so verify can name them. */
 typedef struct dq_stats {

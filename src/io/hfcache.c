@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fsutil.h"
 
@@ -117,10 +118,13 @@ char *hfcache_root(const hf_env *env, ff_err *e)
 }
 
 /* The commit a ref file holds (refs/<revision>: 40 hex digits, maybe a
- * newline), into out[41]; -1 when absent or not a commit. */
-static int read_ref(const char *path, char out[41])
+ * newline), into out[41]: 0, or 1 when absent or not a commit, or -1 with e
+ * filled when it is not a regular file (a FIFO there would block the read). */
+static int read_ref(const char *path, char out[41], ff_err *e)
 {
-    FILE *f = fopen(path, "r");
+    if (!fs_exists(path))
+        return 1;
+    FILE *f = fs_fopen_regular(path, e);
     if (!f)
         return -1;
     char buf[128];
@@ -130,7 +134,7 @@ static int read_ref(const char *path, char out[41])
         n--;
     buf[n] = 0;
     if (!is_commit(buf))
-        return -1;
+        return 1;
     memcpy(out, buf, 41);
     return 0;
 }
@@ -173,7 +177,7 @@ static char *model_folder(const char *root, const char *repo)
 static int find_snapshot(const char *arg, const char *root, hf_ref *r, ff_err *e)
 {
     char *model = model_folder(root, r->repo), *ref = NULL, commit[41];
-    int rc = FF_OK;
+    int rc = FF_OK, got;
     if (!model)
         return ff_fail(e, FF_EIO, "out of memory");
     if (!fs_is_dir(model)) {
@@ -183,7 +187,9 @@ static int find_snapshot(const char *arg, const char *root, hf_ref *r, ff_err *e
         memcpy(commit, r->revision, 41);
     } else if (!(ref = path_of(model, "refs", r->revision, NULL))) {
         rc = ff_fail(e, FF_EIO, "out of memory");
-    } else if (read_ref(ref, commit) != 0) {
+    } else if ((got = read_ref(ref, commit, e)) < 0) {
+        rc = e ? e->code : FF_EIO;
+    } else if (got > 0) {
         rc = not_cached(e, arg, r->repo, r->revision, ref, "its revision is not");
     }
     if (!rc && !(r->dir = path_of(model, "snapshots", commit, NULL)))
@@ -211,27 +217,106 @@ int hfcache_lookup(const char *arg, const hf_env *env, hf_ref *r, ff_err *e)
     return rc;
 }
 
-/* Is a inside b (or b itself)? Both absolute and resolved. */
+/* Is a inside b (or b itself)? Both absolute. */
 static int path_within(const char *a, const char *b)
 {
     size_t n = strlen(b);
     return strncmp(a, b, n) == 0 && (a[n] == 0 || a[n] == '/' || (n == 1 && b[0] == '/'));
 }
 
-int hfcache_contains(const char *path, const hf_env *env)
+/* path made absolute as named: links not followed (malloc'd). */
+static char *absolute(const char *path)
 {
-    char abs[PATH_MAX], rootabs[PATH_MAX];
-    if (!realpath(path, abs))
-        return 0;
-    char *root = hfcache_root(env, NULL);
-    int in = root && realpath(root, rootabs) && path_within(abs, rootabs);
-    free(root);
-    /* a cache somewhere else (copied, or a variable that differs now): its
-     * layout gives it away */
+    char cwd[PATH_MAX];
+    if (path[0] == '/' || !getcwd(cwd, sizeof cwd))
+        return strdup(path);
+    return path_of(cwd, path, NULL);
+}
+
+/* Does dir hold what every hub repo folder holds, snapshots/ and blobs/? */
+static int is_repo_folder(const char *dir)
+{
+    char *s = path_of(dir, "snapshots", NULL), *b = path_of(dir, "blobs", NULL);
+    int yes = s && b && fs_is_dir(s) && fs_is_dir(b);
+    free(s);
+    free(b);
+    return yes;
+}
+
+/* Does abs pass through a repo folder's snapshots/ or blobs/? By the name
+ * "models--", or by the layout: a repo folder linked elsewhere (or a copied
+ * cache) keeps its layout, not its name. */
+static int through_repo_folder(const char *abs)
+{
     const char *m = strstr(abs, "/models--");
     if (m && (strstr(m, "/snapshots/") || strstr(m, "/blobs/")))
-        in = 1;
+        return 1;
+    char *copy = strdup(abs);
+    int in = 0;
+    for (size_t i = 1; copy && abs[i] && !in; i++) {
+        size_t len = strcspn(abs + i, "/");
+        if (abs[i - 1] != '/' || !((len == 9 && !strncmp(abs + i, "snapshots", 9)) ||
+                                   (len == 5 && !strncmp(abs + i, "blobs", 5))))
+            continue;
+        copy[i - 1] = 0;
+        in = is_repo_folder(i == 1 ? "/" : copy);
+        copy[i - 1] = '/';
+    }
+    free(copy);
     return in;
+}
+
+int hfcache_contains(const char *path, const hf_env *env)
+{
+    char *real = realpath(path, NULL);
+    if (!real)
+        return 0;
+    char *named = absolute(path), *root = hfcache_root(env, NULL);
+    char *root_real = root ? realpath(root, NULL) : NULL;
+    /* as named and as resolved: either way in is enough, whatever links
+     * the repo folder, the snapshot or the path itself goes through */
+    const char *forms[] = {real, named};
+    int in = 0;
+    for (size_t i = 0; i < 2 && !in; i++)
+        in = forms[i] && ((root && path_within(forms[i], root)) || (root_real && path_within(forms[i], root_real)) ||
+                          through_repo_folder(forms[i]));
+    free(real);
+    free(named);
+    free(root);
+    free(root_real);
+    return in;
+}
+
+/* The repo folder of a snapshot path ".../REPO/snapshots/REV", or NULL. */
+static char *repo_of(const char *snapshot)
+{
+    char *p = strdup(snapshot);
+    size_t n = p ? strlen(p) : 0;
+    while (n > 1 && p[n - 1] == '/')
+        p[--n] = 0;
+    char *rev = p ? strrchr(p, '/') : NULL, *snaps = NULL;
+    if (rev && rev > p) {
+        *rev = 0;
+        snaps = strrchr(p, '/');
+    }
+    char *repo = NULL;
+    if (snaps && !strcmp(snaps + 1, "snapshots")) {
+        *snaps = 0;
+        repo = *p && is_repo_folder(p) ? realpath(p, NULL) : NULL;
+    }
+    free(p);
+    return repo;
+}
+
+char *hfcache_snapshot_repo(const char *dir)
+{
+    char *real = realpath(dir, NULL), *named = real ? absolute(dir) : NULL;
+    char *repo = named ? repo_of(named) : NULL;
+    if (!repo && real)
+        repo = repo_of(real);
+    free(real);
+    free(named);
+    return repo;
 }
 
 void hf_ref_free(hf_ref *r)

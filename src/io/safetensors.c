@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fsutil.h"
 #include "jsonio.h"
 
 uint64_t st_numel(const st_tensor *t)
@@ -203,9 +204,9 @@ static int open_and_read(st_file *f, const char *path, ff_err *e)
     f->path = strdup(path);
     if (!f->path)
         return ff_fail(e, FF_EIO, "out of memory");
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    f->fd = fs_open_regular(path, e);   /* a FIFO named by the index would block */
     if (f->fd < 0)
-        return ff_fail(e, FF_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return e ? e->code : FF_EIO;
     struct stat st;
     if (fstat(f->fd, &st) != 0)
         return ff_fail(e, FF_EIO, "%s: cannot stat: %s", path, strerror(errno));

@@ -4,6 +4,7 @@
 
 #include "checkpoint.h"
 #include "fsutil.h"
+#include "input_files.h"
 #include "jsonio.h"
 #include "writer_int.h"
 
@@ -25,7 +26,8 @@ void ckpt_writer_discard(const char *out_dir)
 
 int ckpt_writer_check(const char *out_dir, int force, const char *const *inputs, ff_err *e)
 {
-    return fs_stage_check(out_dir, force, inputs, e);
+    int rc = input_files_check(inputs, e);
+    return rc ? rc : fs_stage_check(out_dir, force, inputs, e);
 }
 
 ckpt_writer *ckpt_writer_begin(const char *out_dir, int force, const char *const *inputs, ff_err *e)
@@ -35,7 +37,9 @@ ckpt_writer *ckpt_writer_begin(const char *out_dir, int force, const char *const
         ff_fail(e, FF_EIO, "out of memory");
         return NULL;
     }
-    if (fs_stage_begin(&w->stage, out_dir, force, inputs, e)) {
+    /* the inputs' files are checked before OUT is touched: the aux files
+     * are copied (and README.md read for the card) only after the shards */
+    if (input_files_check(inputs, e) || fs_stage_begin(&w->stage, out_dir, force, inputs, e)) {
         fs_stage_free(&w->stage);
         free(w);
         return NULL;

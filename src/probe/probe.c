@@ -403,6 +403,10 @@ int probe_run(const probe_opts *o, probe_report *rep, ff_err *e)
         return ff_fail(e, FF_EUSAGE, "BASE_URL must start with http:// or https://");
     if (o->timeout_s <= 0 || o->max_tokens < 1)
         return ff_fail(e, FF_EUSAGE, "--timeout and --max-tokens must be positive");
+    /* curl counts in whole milliseconds and reads 0 as "no limit": a
+     * shorter timeout would become none and hang on a silent server */
+    if (o->timeout_s < 0.001)
+        return ff_fail(e, FF_EUSAGE, "--timeout %g: below 1 ms, the shortest limit curl keeps", o->timeout_s);
     if (o->record_dir && fs_mkdir_p(o->record_dir, e))
         return e->code;
     curl_api curl;

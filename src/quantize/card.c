@@ -1,4 +1,5 @@
 #include "card.h"
+#include "card_front.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -16,7 +17,9 @@
 /* The whole file as a string (malloc'd), or NULL when absent or too large. */
 static char *read_text(const char *path)
 {
-    FILE *f = path ? fopen(path, "rb") : NULL;
+    /* regular files only: a FIFO would block the run after OUT is in place
+     * (the writer refuses one before; this keeps a swapped-in one harmless) */
+    FILE *f = path ? fs_fopen_regular(path, NULL) : NULL;
     if (!f)
         return NULL;
     char *buf = malloc(BASE_CARD_MAX + 1);
@@ -63,23 +66,6 @@ static void split_front_matter(base_card *b)
     }
 }
 
-/* The base's license keys travel into the new front matter: the Hub shows
- * and filters by them, and the weights are still under those terms. Only
- * one-line top-level `license*:` keys; anything nested stays in the base
- * card below. */
-static void print_license_keys(const base_card *b, FILE *out)
-{
-    static const char *const keys[] = {"license:", "license_name:", "license_link:", NULL};
-    for (const char *line = b->fm; line && line < b->fm + b->fm_len;) {
-        const char *nl = memchr(line, '\n', (size_t)(b->fm + b->fm_len - line));
-        size_t len = nl ? (size_t)(nl - line) : (size_t)(b->fm + b->fm_len - line);
-        for (int k = 0; keys[k]; k++)
-            if (strncmp(line, keys[k], strlen(keys[k])) == 0 && len > strlen(keys[k]) + 1)
-                fprintf(out, "%.*s\n", (int)len, line);
-        line = nl ? nl + 1 : b->fm + b->fm_len;
-    }
-}
-
 /* The name the Hub links the card to: the cache name given, else the
  * config's _name_or_path when it is a repo id (a local path says nothing). */
 static const char *base_model_of(const ckpt *c, const card_info *ci)
@@ -88,21 +74,6 @@ static const char *base_model_of(const ckpt *c, const card_info *ci)
         return ci->base_model;
     const char *n = jsonio_str(c->config, "_name_or_path", NULL);
     return n && !strchr(n, '@') && hfcache_is_name(n) ? n : NULL;
-}
-
-static void print_front_matter(const char *base, const base_card *b, FILE *out)
-{
-    fprintf(out, "---\n");
-    if (base)
-        fprintf(out, "base_model: %s\nbase_model_relation: quantized\n", base);
-    else
-        fprintf(out, "base_model_relation: quantized\n");
-    fprintf(out, "tags:\n- nvfp4\n- compressed-tensors\n- vllm\n- fp4forge\n");
-    /* transformers (with compressed-tensors) loads this format; the Hub
-     * offers its "use this model" snippets, vLLM's among them, by it. */
-    fprintf(out, "library_name: transformers\n");
-    print_license_keys(b, out);
-    fprintf(out, "---\n\n");
 }
 
 static void print_counts(const plan *p, FILE *out)
@@ -128,19 +99,43 @@ static void print_counts(const plan *p, FILE *out)
             p->experts ? " (each expert's gate/up too)" : "");
 }
 
-/* The serve line names no path of this machine unless told to: the same
- * input then gives the same bytes wherever OUT is (outputs are compared
- * byte for byte across runs), and the card travels to other machines. */
-static void print_serve(const char *base, const card_info *ci, FILE *out)
+/* A path as a shell reads it back: quoted when it holds anything a shell
+ * would split or expand. */
+static void print_shell_word(const char *w, FILE *out)
+{
+    if (*w && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/-+=:@,") == strlen(w)) {
+        fputs(w, out);
+        return;
+    }
+    fputc('\'', out);
+    for (; *w; w++) {
+        if (*w == '\'')
+            fputs("'\\'", out);
+        fputc(*w, out);
+    }
+    fputc('\'', out);
+}
+
+/* The serve line names the output as it was named to quantize (the path
+ * the user typed, run from where they typed it) and, when it is going to
+ * the Hub, the repo id vLLM then downloads it by. */
+static void print_serve(const card_info *ci, FILE *out)
 {
     fprintf(out, "## Serve it\n\n");
-    if (ci->serve_path)
-        fprintf(out, "```\nvllm serve %s\n```\n", ci->serve_path);
-    else if (base)
-        fprintf(out, "From the folder that holds this one (named as fp4forge names it by default):\n\n"
-                     "```\nvllm serve ./%s-NVFP4A16\n```\n", strchr(base, '/') + 1);
-    else
+    if (ci->hub_id)
+        fprintf(out, "From the Hub:\n\n```\nvllm serve %s\n```\n\n", ci->hub_id);
+    if (ci->serve_path) {
+        /* './' before a bare relative name: vLLM reads a name that is not
+         * a folder here as a Hub repo id */
+        int bare = ci->serve_path[0] != '/' && ci->serve_path[0] != '.';
+        char *path = bare ? fs_join(".", ci->serve_path) : NULL;
+        fprintf(out, "%s```\nvllm serve ", ci->hub_id ? "From the folder it was written to:\n\n" : "");
+        print_shell_word(path ? path : ci->serve_path, out);
+        free(path);
+        fprintf(out, "\n```\n");
+    } else if (!ci->hub_id) {
         fprintf(out, "```\nvllm serve /path/to/this/folder\n```\n");
+    }
 }
 
 /* How a reader would say the observer llm-compressor's name stands for. */
@@ -153,9 +148,41 @@ static const char *observer_words(const char *llmc_name)
     return "MSE grid search";
 }
 
-static void print_body(const plan *p, const char *base, const card_info *ci, FILE *out)
+/* The model's own name when no Hub repo is known: the last part of the
+ * config's _name_or_path (where transformers loaded it from), else of the
+ * input folder. Points into its argument. */
+static const char *last_part(const char *path, size_t *len)
 {
-    fprintf(out, "# %s NVFP4A16\n\n", base ? base : "NVFP4A16 checkpoint");
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    const char *start = path + n;
+    while (start > path && start[-1] != '/')
+        start--;
+    *len = (size_t)(path + n - start);
+    return start;
+}
+
+static void print_title(const ckpt *c, const char *base, const card_info *ci, FILE *out)
+{
+    if (base) {
+        fprintf(out, "# %s NVFP4A16\n\n", base);
+        return;
+    }
+    const char *from = jsonio_str(c->config, "_name_or_path", NULL);
+    size_t len = 0;
+    const char *name = from && *from ? last_part(from, &len) : NULL;
+    if (!len && ci->model_name)
+        name = last_part(ci->model_name, &len);
+    if (len && !(len == 1 && *name == '.'))
+        fprintf(out, "# %.*s NVFP4A16\n\n", (int)len, name);
+    else
+        fprintf(out, "# NVFP4A16 checkpoint\n\n");
+}
+
+static void print_body(const plan *p, const ckpt *c, const char *base, const card_info *ci, FILE *out)
+{
+    print_title(c, base, ci, out);
     fprintf(out, "NVFP4A16 weights%s%s%s in compressed-tensors' `nvfp4-pack-quantized` format: 4-bit E2M1 "
                  "weights, one FP8 E4M3 scale per 16 weights, one FP32 global scale per tensor; "
                  "activations stay 16-bit.\n\n",
@@ -169,17 +196,23 @@ static void print_body(const plan *p, const char *base, const card_info *ci, FIL
                  "- scheme: weights FP4 (E2M1), group size 16, FP8 E4M3 group scales, FP32 global scale; "
                  "input activations not quantized\n\n",
             FP4FORGE_VERSION, observer_words(ci->observer), ci->observer ? ci->observer : "memoryless_minmax");
-    print_serve(base, ci, out);
+    print_serve(ci, out);
 }
 
 /* The base model's own card goes beneath, unchanged: it holds the license
  * and usage terms that must travel with the weights (and the model's
  * documentation). Its front matter is shown as a yaml block, since a card
- * has one front matter and it is ours. */
-static void print_base_card(const base_card *b, FILE *out)
+ * has one front matter and it is ours. Front matter that is not YAML
+ * carries nothing; the card says so where the base card begins, so a
+ * dropped license is not silent. */
+static void print_base_card(const base_card *b, const card_front *cf, FILE *out)
 {
-    fprintf(out, "\n<!-- fp4forge: the base model's own card (the input's README.md) follows. -->\n\n"
-                 "***\n\n# Base model card\n\n");
+    fprintf(out, "\n<!-- fp4forge: the base model's own card (the input's README.md) follows. -->\n\n");
+    if (b->fm && !cf->loaded)
+        fprintf(out, "<!-- fp4forge: its front matter is not valid YAML (line %ld: %s), so none of its keys "
+                     "(license, pipeline_tag, language) were carried into this card's. -->\n\n",
+                cf->problem_line, cf->problem);
+    fprintf(out, "***\n\n# Base model card\n\n");
     if (b->fm)
         fprintf(out, "```yaml\n%.*s```\n\n", (int)b->fm_len, b->fm);
     fputs(b->body, out);
@@ -188,17 +221,25 @@ static void print_base_card(const base_card *b, FILE *out)
 int card_print(const plan *p, const ckpt *c, const card_info *ci, FILE *out, ff_err *e)
 {
     base_card b = {read_text(ci->base_card), NULL, NULL, 0};
+    card_front cf = {0};
     if (b.text)
         split_front_matter(&b);
+    if (b.fm)
+        card_front_parse(&cf, b.fm, b.fm_len);
     const char *base = base_model_of(c, ci);
-    print_front_matter(base, &b, out);
-    print_body(p, base, ci, out);
-    if (b.text)
-        print_base_card(&b, out);
+    int rc = card_front_write(out, base, &cf) ? ff_fail(e, FF_EIO, "model card: YAML front matter: out of memory")
+                                              : FF_OK;
+    if (!rc) {
+        fputc('\n', out);
+        print_body(p, c, base, ci, out);
+        if (b.text)
+            print_base_card(&b, &cf, out);
+    }
+    card_front_free(&cf);
     free(b.text);
-    if (ferror(out))
-        return ff_fail(e, FF_EIO, "model card: write failed");
-    return FF_OK;
+    if (!rc && ferror(out))
+        rc = ff_fail(e, FF_EIO, "model card: write failed");
+    return rc;
 }
 
 int card_write(const char *out_dir, const plan *p, const ckpt *c, const card_info *ci, ff_err *e)

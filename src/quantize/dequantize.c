@@ -9,6 +9,7 @@
 
 #include "checkpoint.h"
 #include "decode.h"
+#include "fp8_block.h"
 #include "fsutil.h"
 #include "writer.h"
 
@@ -37,6 +38,55 @@ static void job_free(dq_job *j)
     free(j->names);
 }
 
+#define DQ_READS "dequantize reads NVFP4 (compressed-tensors nvfp4-pack-quantized: weight_packed, weight_scale and " \
+                 "weight_global_scale per module)"
+
+/* What an input that is not NVFP4 is, in words, or NULL for an NVFP4 one. */
+static const char *not_nvfp4(const ckpt *c, char *buf, size_t n)
+{
+    const json_t *q = c->config ? json_object_get(c->config, "quantization_config") : NULL;
+    const char *method = json_string_value(json_object_get(q, "quant_method"));
+    const char *fmt = json_string_value(json_object_get(q, "format")), *why;
+    size_t modules = 0, fp8 = 0;
+    char mod[1024];
+    for (size_t i = 0; i < c->ntensors; i++) {
+        const st_tensor *t = c->tensors[i].st;
+        modules += dq_module_of(t->name, mod, sizeof mod) != NULL;
+        fp8 += t->dtype == FF_DT_F8_E4M3 && dq_part(c, t->name) == DQ_PART_NONE;
+    }
+    if (fp8b_config(c->config, &why) == 1)
+        snprintf(buf, n, "an FP8-block checkpoint (quant_method fp8: %zu F8_E4M3 weights with weight_scale_inv; "
+                         "fp4forge quantize reads it as it is)", fp8);
+    else if (method && strcmp(method, "compressed-tensors") != 0)
+        snprintf(buf, n, "a '%s' checkpoint (its quantization_config's quant_method)", method);
+    else if (fmt && strcmp(fmt, "nvfp4-pack-quantized") != 0)
+        snprintf(buf, n, "a compressed-tensors '%s' checkpoint", fmt);
+    else if (!modules && fp8)
+        snprintf(buf, n, "a checkpoint of %zu F8_E4M3 tensors and no weight_packed", fp8);
+    else if (!modules)
+        snprintf(buf, n, "%s checkpoint (no weight_packed tensors)", q ? "a" : "an unquantized");
+    else
+        return NULL;
+    return buf;
+}
+
+/* A tensor that would make the output wrong while looking whole: scales of a
+ * module without codes (they would be copied as orphans and the module lost)
+ * or a source-quantization scale beside an NVFP4 module (copied beside a bf16
+ * weight that has no use for it). */
+static int check_tensor(const ckpt *c, const ckpt_tensor *t, ff_err *e)
+{
+    char mod[1024];
+    const char *part = dq_orphan_part(c, t->st->name, mod, sizeof mod), *stray = dq_stray_scale(c, t->st->name);
+    if (part)
+        return ff_fail(e, FF_EIO, "%s: tensor %s: module %s has a %s but no %s: its codes are missing", ckpt_path(c, t),
+                       t->st->name, mod, part, DQ_PACKED);
+    if (stray)
+        return ff_fail(e, FF_EIO, "%s: tensor %s: %s beside an NVFP4 module, a scale left from the source's FP8 "
+                                  "quantization (NVFP4A16 has none)", ckpt_path(c, t), t->st->name, stray);
+    return FF_OK;
+}
+
 static int add_item(const ckpt *c, const ckpt_tensor *t, dq_job *j, ff_err *e)
 {
     char mod[1024];
@@ -45,15 +95,24 @@ static int add_item(const ckpt *c, const ckpt_tensor *t, dq_job *j, ff_err *e)
     memset(it, 0, sizeof *it);
     memset(o, 0, sizeof *o);
     it->src = t;
+    int rc = check_tensor(c, t, e);
+    if (rc)
+        return rc;
     if (dq_module_of(t->st->name, mod, sizeof mod)) {
-        int rc = dq_find(c, mod, &it->mod, e);
-        if (rc)
+        float gs;
+        if ((rc = dq_find(c, mod, &it->mod, e)))
+            return ff_wrap(e, "%s: ", c->dir);
+        if ((rc = dq_check_global(c, &it->mod, &gs, e))) {
+            dq_module_free(&it->mod);   /* not counted in j->n yet */
             return rc;
+        }
         it->decoded = 1;
         size_t len = strlen(mod) + 8;
         j->names[j->n] = malloc(len);
-        if (!j->names[j->n])
+        if (!j->names[j->n]) {
+            dq_module_free(&it->mod);
             return ff_fail(e, FF_EIO, "out of memory");
+        }
         snprintf(j->names[j->n], len, "%s.weight", mod);
         o->dtype = FF_DT_BF16;
         o->ndim = 2;
@@ -77,7 +136,10 @@ static int add_item(const ckpt *c, const ckpt_tensor *t, dq_job *j, ff_err *e)
 /* The output tensor list in source order: scales vanish into their weight. */
 static int build_job(const ckpt *c, dq_job *j, ff_err *e)
 {
+    char what[256];
     memset(j, 0, sizeof *j);
+    if (not_nvfp4(c, what, sizeof what))
+        return ff_fail(e, FF_EIO, "%s: %s, not NVFP4: " DQ_READS, c->dir, what);
     size_t cap = c->ntensors ? c->ntensors : 1;
     j->items = calloc(cap, sizeof *j->items);
     j->outs = calloc(cap, sizeof *j->outs);
@@ -109,6 +171,11 @@ static int write_items(const ckpt *c, const dq_job *j, ckpt_writer *w, ff_err *e
         if (!buf)
             return ff_fail(e, FF_EIO, "out of memory decoding %s", it->mod.module);
         rc = dq_decode(c, &it->mod, NULL, buf, &st, e);
+        /* the global scale was checked, so these come from NaN block scales */
+        if (!rc && st.nonfinite)
+            rc = ff_fail(e, FF_EIO, "%s: tensor %s: module %s decodes to %llu NaN/Inf values (first at element %llu): "
+                                    "NaN block scales", ckpt_path(c, it->mod.scale), it->mod.scale->st->name,
+                         it->mod.module, (unsigned long long)st.nonfinite, (unsigned long long)st.first_bad);
         if (!rc)
             rc = ckpt_writer_put(w, i, buf, j->outs[i].nbytes, e);
         free(buf);

@@ -87,6 +87,7 @@ typedef struct decision {
     ff_role role;        /* effective role (a forced --only Linear becomes ROLE_LINEAR) */
     char *module;
     char *fuse_key;        /* "<parent>|<fuse>" or NULL */
+    int drop;              /* no output: an input_scale beside a weight that has no use for it */
 } decision;
 
 /* Compiles the user's regexes; *ok counts the compiled ones, which are the
@@ -248,65 +249,115 @@ static const char *unquantizable(const ckpt_tensor *t, ff_role role)
     return NULL;
 }
 
+static int decide_one(plan *p, const ckpt *c, const ff_matcher *am, const plan_opts *o, const regex_t *ign,
+                      const regex_t *only, const ckpt_tensor *t, decision *x, ff_err *e)
+{
+    const char *name = t->st->name;
+    x->rule = ff_match(am, name);
+    x->role = x->rule ? x->rule->role : ROLE_KEEP;
+    x->module = x->role == ROLE_LINEAR || (x->rule && x->rule->linear && x->role == ROLE_KEEP)
+                    ? strip_suffix(name, ".weight")
+                    : strdup(name);
+    if (!x->module)
+        return ff_fail(e, FF_EIO, "out of memory while planning");
+    int candidate = x->rule && (x->role != ROLE_KEEP || x->rule->linear);
+    int q = x->role != ROLE_KEEP;
+    if (o->nonly)
+        q = candidate && any_match(o->only_re, o->nonly, only, x->module);
+    if (q && o->nignore && any_match(o->ignore_re, o->nignore, ign, x->module))
+        q = 0;
+    if (!x->rule) {
+        p->unknown++;
+        note(p->notes, &p->nnotes, "%s: not a tensor the %s rules know; kept as is", name, p->fam->name);
+    }
+    if (q && x->role == ROLE_KEEP) {
+        /* the user's --only reaches a Linear the rules keep */
+        if (x->rule->guard == GUARD_FIXED)
+            note(p->violations, &p->nviolations,
+                 "%s: the recipe quantizes a %s Linear, which vLLM loads unquantized", x->module, x->rule->group);
+        else if (x->rule->guard == GUARD_ROUTER && !o->allow_router)
+            note(p->violations, &p->nviolations,
+                 "%s: the recipe quantizes a router; a quantized router serves NaN (pass --allow-router-quantization to insist)",
+                 x->module);
+        else if (x->rule->guard == GUARD_ROUTER)
+            note(p->notes, &p->nnotes, "WARNING %s: router quantized on request; expect NaN or degraded routing", x->module);
+        x->role = ROLE_LINEAR;
+    }
+    if (!q)
+        x->role = ROLE_KEEP;
+    const char *why = q ? unquantizable(t, x->role) : NULL;
+    if (why) {
+        if (x->role != ROLE_LINEAR || !ff_dtype_is_quantizable(t->st->dtype))
+            return ff_fail(e, FF_EIO, "%s: tensor %s: %s", ckpt_path(c, t), name, why);
+        note(p->notes, &p->nnotes, "%s: %s; kept unquantized and listed in ignore", name, why);
+        x->role = ROLE_KEEP;
+    }
+    if (x->role == ROLE_LINEAR && x->rule->fuse) {
+        const char *dot = strrchr(x->module, '.');
+        size_t plen = dot ? (size_t)(dot - x->module) : 0;
+        size_t n = plen + strlen(x->rule->fuse) + 2;
+        x->fuse_key = malloc(n);
+        if (!x->fuse_key)
+            return ff_fail(e, FF_EIO, "out of memory while planning");
+        snprintf(x->fuse_key, n, "%.*s|%s", (int)plen, x->module, x->rule->fuse);
+    }
+    return FF_OK;
+}
+
+/* "<mod>.weight" when name is "<mod>.input_scale" and that weight exists. */
+static const ckpt_tensor *input_scale_weight(const ckpt *c, const char *name)
+{
+    static const char suf[] = ".input_scale";
+    size_t n = strlen(name), k = sizeof suf - 1;
+    char buf[1100];
+    if (n <= k || strcmp(name + n - k, suf) != 0 || n - k + sizeof ".weight" > sizeof buf)
+        return NULL;
+    snprintf(buf, sizeof buf, "%.*s.weight", (int)(n - k), name);
+    return ckpt_find(c, buf);
+}
+
+/* An input_scale is a static FP8 source's activation scale. Its Linear comes
+ * out NVFP4A16 (16-bit activations) or, kept, decoded to bf16: either way no
+ * reader wants it, and vLLM's loaders fail on a parameter the layer lacks
+ * (its NVFP4A16 scheme registers weight_packed, weight_scale and
+ * weight_global_scale only). llm-compressor's output, made from the bf16
+ * copy transformers decodes, has none; so it is dropped, with a note, rather
+ * than the source refused: the weights are all there. Decided after its
+ * weight, which may come later in the file. */
+static int decide_input_scales(plan *p, const ckpt *c, const ff_matcher *am, const plan_opts *o,
+                               const regex_t *ign, const regex_t *only, decision *d, ff_err *e)
+{
+    int64_t dropped = 0;
+    for (size_t i = 0; i < c->ntensors; i++) {
+        const ckpt_tensor *w = input_scale_weight(c, c->tensors[i].st->name);
+        if (!w)
+            continue;
+        d[i].drop = d[w - c->tensors].role != ROLE_KEEP || plan_fp8_source(p, w, NULL);
+        dropped += d[i].drop;
+        int rc = d[i].drop ? FF_OK : decide_one(p, c, am, o, ign, only, &c->tensors[i], &d[i], e);
+        if (rc)
+            return rc;
+    }
+    if (dropped)
+        note(p->notes, &p->nnotes, "%lld input_scale tensors dropped: static FP8 activation scales of the source; "
+                                   "NVFP4A16 reads 16-bit activations", (long long)dropped);
+    return FF_OK;
+}
+
 static int decide(plan *p, const ckpt *c, const ff_matcher *am, const plan_opts *o,
                   const regex_t *ign, const regex_t *only, decision *d, ff_err *e)
 {
     for (size_t i = 0; i < c->ntensors; i++) {
-        const ckpt_tensor *t = &c->tensors[i];
-        const char *name = t->st->name;
-        decision *x = &d[i];
+        const char *name = c->tensors[i].st->name;
         if (p->fp8_view && fp8b_is_scale(p->fp8_src, name))
             continue;   /* belongs to its FP8 weight: decoded with it, no output */
-        x->rule = ff_match(am, name);
-        x->role = x->rule ? x->rule->role : ROLE_KEEP;
-        x->module = x->role == ROLE_LINEAR || (x->rule && x->rule->linear && x->role == ROLE_KEEP)
-                        ? strip_suffix(name, ".weight")
-                        : strdup(name);
-        if (!x->module)
-            return ff_fail(e, FF_EIO, "out of memory while planning");
-        int candidate = x->rule && (x->role != ROLE_KEEP || x->rule->linear);
-        int q = x->role != ROLE_KEEP;
-        if (o->nonly)
-            q = candidate && any_match(o->only_re, o->nonly, only, x->module);
-        if (q && o->nignore && any_match(o->ignore_re, o->nignore, ign, x->module))
-            q = 0;
-        if (!x->rule) {
-            p->unknown++;
-            note(p->notes, &p->nnotes, "%s: not a tensor the %s rules know; kept as is", name, p->fam->name);
-        }
-        if (q && x->role == ROLE_KEEP) {
-            /* the user's --only reaches a Linear the rules keep */
-            if (x->rule->guard == GUARD_FIXED)
-                note(p->violations, &p->nviolations,
-                     "%s: the recipe quantizes a %s Linear, which vLLM loads unquantized", x->module, x->rule->group);
-            else if (x->rule->guard == GUARD_ROUTER && !o->allow_router)
-                note(p->violations, &p->nviolations,
-                     "%s: the recipe quantizes a router; a quantized router serves NaN (pass --allow-router-quantization to insist)",
-                     x->module);
-            else if (x->rule->guard == GUARD_ROUTER)
-                note(p->notes, &p->nnotes, "WARNING %s: router quantized on request; expect NaN or degraded routing", x->module);
-            x->role = ROLE_LINEAR;
-        }
-        if (!q)
-            x->role = ROLE_KEEP;
-        const char *why = q ? unquantizable(t, x->role) : NULL;
-        if (why) {
-            if (x->role != ROLE_LINEAR || !ff_dtype_is_quantizable(t->st->dtype))
-                return ff_fail(e, FF_EIO, "%s: tensor %s: %s", ckpt_path(c, t), name, why);
-            note(p->notes, &p->nnotes, "%s: %s; kept unquantized and listed in ignore", name, why);
-            x->role = ROLE_KEEP;
-        }
-        if (x->role == ROLE_LINEAR && x->rule->fuse) {
-            const char *dot = strrchr(x->module, '.');
-            size_t plen = dot ? (size_t)(dot - x->module) : 0;
-            size_t n = plen + strlen(x->rule->fuse) + 2;
-            x->fuse_key = malloc(n);
-            if (!x->fuse_key)
-                return ff_fail(e, FF_EIO, "out of memory while planning");
-            snprintf(x->fuse_key, n, "%.*s|%s", (int)plen, x->module, x->rule->fuse);
-        }
+        if (input_scale_weight(c, name))
+            continue;
+        int rc = decide_one(p, c, am, o, ign, only, &c->tensors[i], &d[i], e);
+        if (rc)
+            return rc;
     }
-    return FF_OK;
+    return decide_input_scales(p, c, am, o, ign, only, d, e);
 }
 
 static int check_expert_shape(plan *p, const ckpt *c, const ckpt_tensor *t, ff_role role)
@@ -449,7 +500,7 @@ static int emit(plan *p, const ckpt *c, decision *d, ff_err *e)
     int rc = done && next ? 0 : -1;
     for (size_t i = 0; i < c->ntensors && rc == 0; i++) {
         const ckpt_tensor *t = &c->tensors[i];
-        if (done[i] || (p->fp8_view && fp8b_is_scale(p->fp8_src, t->st->name)))
+        if (done[i] || d[i].drop || (p->fp8_view && fp8b_is_scale(p->fp8_src, t->st->name)))
             continue;
         decision *x = &d[i];
         const char *family = x->rule ? x->rule->group : "other";
@@ -506,6 +557,30 @@ static void check_invariants(plan *p, const plan_opts *o)
     if (x->routers && p->kept_routers + p->q_routers != x->routers)
         note(p->violations, &p->nviolations, "routers found: %lld, but the config implies %lld",
              (long long)(p->kept_routers + p->q_routers), (long long)x->routers);
+}
+
+/* A weight_scale_inv belongs to an F8_E4M3 weight. Beside any other the
+ * source is inconsistent (half converted?): whether the weight is already
+ * scaled is unknown, and quantizing it would carry the scale into the output
+ * beside weight_packed. */
+static int check_scale_inv(const ckpt *c, ff_err *e)
+{
+    static const char suf[] = "." FP8B_SCALE_SUFFIX;
+    const size_t k = sizeof suf - 1;
+    char buf[1100];
+    for (size_t i = 0; i < c->ntensors; i++) {
+        const ckpt_tensor *t = &c->tensors[i];
+        size_t n = strlen(t->st->name);
+        if (n <= k || strcmp(t->st->name + n - k, suf) != 0 || n - k + sizeof ".weight" > sizeof buf)
+            continue;
+        snprintf(buf, sizeof buf, "%.*s.weight", (int)(n - k), t->st->name);
+        const ckpt_tensor *w = ckpt_find(c, buf);
+        if (w && w->st->dtype != FF_DT_F8_E4M3)
+            return ff_fail(e, FF_EIO, "%s: tensor %s: an FP8-block scale beside %s, which is %s, not F8_E4M3: the source "
+                                      "is inconsistent (is that weight already scaled?)", ckpt_path(c, t), t->st->name,
+                           w->st->name, ff_dtype_name(w->st->dtype));
+    }
+    return FF_OK;
 }
 
 /* The BF16 view of an FP8-block checkpoint: the table's tensors with each
@@ -575,6 +650,8 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
     int rc = p->fam->expect(c->config, &p->expect, e);
     if (rc)
         return ff_wrap(e, "%s/", c->dir);
+    if ((rc = check_scale_inv(c, e)))
+        return rc;
     ckpt view;
     if (fp8 > 0) {
         if ((rc = fp8_view_build(p, c, e)))

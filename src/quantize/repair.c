@@ -53,11 +53,12 @@ static int block_has_codes(const uint8_t *packed8)
 
 /* The block's decoded bf16 values before and after, exactly as
  * compressed-tensors' decompressor computes them (code * (s8 / gs) in f32,
- * then bf16), into the stats. */
-static void block_error(const uint8_t *packed8, uint8_t s_old, float g_old, uint8_t s_new, float g_new,
-                        repair_stats *st)
+ * then bf16), into the stats; returns the block's worst relative change. */
+static double block_error(const uint8_t *packed8, uint8_t s_old, float g_old, uint8_t s_new, float g_new,
+                          repair_stats *st)
 {
     float vo[NVFP4_GROUP], vn[NVFP4_GROUP];
+    double worst = 0;
     nvfp4_dequantize_rows(packed8, &s_old, g_old, NVFP4_GROUP, 1, vo);
     nvfp4_dequantize_rows(packed8, &s_new, g_new, NVFP4_GROUP, 1, vn);
     for (int i = 0; i < NVFP4_GROUP; i++) {
@@ -65,10 +66,12 @@ static void block_error(const uint8_t *packed8, uint8_t s_old, float g_old, uint
         if (o == 0.0)
             continue;   /* a zero code stays zero whatever the scale */
         double d = n - o, rel = fabs(d) / fabs(o);
-        st->worst_rel = rel > st->worst_rel ? rel : st->worst_rel;
+        worst = rel > worst ? rel : worst;
         st->se += d * d;
         st->ss += o * o;
     }
+    st->worst_rel = worst > st->worst_rel ? worst : st->worst_rel;
+    return worst;
 }
 
 static int e4m3_is_subnormal(uint8_t b) { return (b & 0x78) == 0 && (b & 7) != 0; }
@@ -94,8 +97,10 @@ void repair_rescale_rows(const uint8_t *packed, const uint8_t *scales, uint64_t 
         st->zero += (n & 0x7f) == 0 && (s & 0x7f) != 0 && codes;
         st->subnormal += e4m3_is_subnormal(n) && !e4m3_is_subnormal(s) && (s & 0x7f) != 0;
         st->changed += n != s;
-        if (codes)
-            block_error(p8, s, g_piece, n, g_common, st);
+        /* only a normal scale promises E4M3's rounding: one already
+         * subnormal in the input was coarse before the repair */
+        if (codes && block_error(p8, s, g_piece, n, g_common, st) > REPAIR_MAX_REL && (s & 0x78))
+            st->lossy++;
         out[b] = n;
     }
 }
@@ -195,9 +200,10 @@ static int settle_group(rp_ctx *x, rp_group *g, ff_err *e)
     }
     for (size_t k = g->first; g->affected && k < g->first + g->count; k++) {
         const rp_piece *p = &x->pieces[x->order[k]];
-        if (!(isfinite(p->gs) && p->gs > 0.0f))
-            return ff_fail(e, FF_EIO, "%s: %s: global scale %g is not a positive finite number; cannot repair its group",
-                           ckpt_path(&x->c, p->m.global), p->m.global->st->name, (double)p->gs);
+        if (!(isnormal(p->gs) && p->gs > 0.0f))
+            return ff_fail(e, FF_EIO, "%s: %s: global scale %g is not a positive, finite, normal number; cannot repair "
+                                      "its group %s", ckpt_path(&x->c, p->m.global), p->m.global->st->name,
+                           (double)p->gs, p0->key);
     }
     g->left = 3 * g->count;
     return FF_OK;
@@ -396,6 +402,66 @@ static int requantize_group(rp_ctx *x, rp_group *g, ff_err *e)
     return rc;
 }
 
+/* ---- pass 1, without a source: would re-expressing lose the weights? ------- */
+
+static const rp_piece *smallest(const rp_ctx *x, const rp_group *g)
+{
+    const rp_piece *m = &x->pieces[x->order[g->first]];
+    for (size_t k = g->first; k < g->first + g->count; k++)
+        if (x->pieces[x->order[k]].gs == g->common)
+            m = &x->pieces[x->order[k]];
+    return m;
+}
+
+/* One member re-expressed as pass 2 will, its output thrown away. */
+static int check_member(const rp_ctx *x, const rp_group *g, const rp_piece *p, ff_err *e)
+{
+    uint64_t n = p->m.rows * p->m.cols / NVFP4_GROUP;
+    uint8_t *buf = malloc(n + 1);
+    repair_stats st = {0};
+    if (!buf)
+        return ff_fail(e, FF_EIO, "out of memory re-expressing %s", p->m.module);
+    repair_rescale_rows(ckpt_data(&x->c, p->m.packed), ckpt_data(&x->c, p->m.scale), p->m.rows, p->m.cols, p->gs,
+                        g->common, buf, &st);
+    free(buf);
+    if (st.nan)
+        return ff_fail(e, FF_EIO, "%s: %s holds NaN block scales; it cannot be re-expressed",
+                       ckpt_path(&x->c, p->m.scale), p->m.scale->st->name);
+    if (!st.zero && !st.lossy)
+        return FF_OK;
+    const rp_piece *m = smallest(x, g);
+    char what[160];
+    if (st.zero)
+        snprintf(what, sizeof what, "zero %llu of its block scales over non-zero codes (their weights would vanish)",
+                 (unsigned long long)st.zero);
+    else
+        snprintf(what, sizeof what, "move %llu of its blocks by more than E4M3's rounding (worst relative error %.3g: "
+                                    "their scales fall among E4M3's subnormals)", (unsigned long long)st.lossy,
+                 st.worst_rel);
+    return ff_fail(e, FF_EIO, "%s: group %s: re-expressing %s (global scale %g) under the group's smallest, %g (%s), "
+                              "would %s; repair it --against its bf16 source, or mend %s's global scale",
+                   ckpt_path(&x->c, p->m.scale), x->pieces[x->order[g->first]].key, p->m.module, (double)p->gs,
+                   (double)g->common, m->m.module, what, m->m.module);
+}
+
+/* Before anything is written: a repair that zeroes a block scale over
+ * non-zero codes or moves a value by more than E4M3's rounding is refused.
+ * One member's tiny global scale (1e-30, say) is the group's smallest, and
+ * would otherwise zero every block of the others, with exit 0. */
+static int check_rescale(const rp_ctx *x, ff_err *e)
+{
+    for (size_t gi = 0; gi < x->ngroups; gi++) {
+        const rp_group *g = &x->groups[gi];
+        for (size_t k = g->first; g->affected && k < g->first + g->count; k++) {
+            const rp_piece *p = &x->pieces[x->order[k]];
+            int rc = p->gs == g->common ? FF_OK : check_member(x, g, p, e);
+            if (rc)
+                return rc;
+        }
+    }
+    return FF_OK;
+}
+
 /* ---- pass 2: writing ------------------------------------------------------- */
 
 static int build_outs(rp_ctx *x, ff_err *e)
@@ -564,6 +630,21 @@ static int check_nvfp4(const rp_ctx *x, ff_err *e)
     return FF_OK;
 }
 
+/* A module without codes would drop out of its group, and the group be
+ * repaired without it. */
+static int check_whole(const rp_ctx *x, ff_err *e)
+{
+    char mod[1024];
+    for (size_t i = 0; i < x->c.ntensors; i++) {
+        const ckpt_tensor *t = &x->c.tensors[i];
+        const char *orphan = dq_orphan_part(&x->c, t->st->name, mod, sizeof mod);
+        if (orphan)
+            return ff_fail(e, FF_EIO, "%s: tensor %s: module %s has a %s but no %s: its codes are missing",
+                           ckpt_path(&x->c, t), t->st->name, mod, orphan, DQ_PACKED);
+    }
+    return FF_OK;
+}
+
 static int prepare(rp_ctx *x, const char *in, const char *out, ff_err *e)
 {
     int rc = ckpt_open(&x->c, in, 1, e);
@@ -577,7 +658,11 @@ static int prepare(rp_ctx *x, const char *in, const char *out, ff_err *e)
     if (!rc)
         rc = check_nvfp4(x, e);
     if (!rc)
+        rc = check_whole(x, e);
+    if (!rc)
         rc = build_groups(x, e);
+    if (!rc && !x->o->against)
+        rc = check_rescale(x, e);
     if (!rc && x->o->against && x->naffected)
         rc = open_source(x, e);
     if (!rc && x->have_s)

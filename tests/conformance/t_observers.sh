@@ -22,9 +22,9 @@ OBS="mse:memoryless_mse expanded-mse:nvfp4_expanded_mse"
 
 # cmp_dirs NAME A B: every file of A and B byte-identical
 cmp_dirs() {
-    local bad="" n=0 f b
-    for f in "$2"/* "$3"/*; do b=$(basename "$f"); [ -e "$2/$b" ] && [ -e "$3/$b" ] || bad="$bad $b(missing)"; done
-    for f in "$2"/*; do b=$(basename "$f"); n=$((n + 1)); cmp -s "$f" "$3/$b" || bad="$bad $b"; done
+    local bad n
+    n=$(ls "$2" | wc -l)
+    bad=$(bash "$(dirname "$0")/../same_output.sh" "$2" "$3")
     if [ -z "$bad" ]; then echo "PASS $1 ($n files cmp-identical)"; else echo "FAIL $1 (differ:$bad)"; rc=1; fi
 }
 

@@ -152,6 +152,8 @@ done
 expect_rc strict_option_synth_layers 2 $FF synth --layers -3 "$W/x"
 expect_rc strict_option_fit_context 2 $FF fit "$W/tiny" --context 1e3
 expect_rc strict_option_probe_timeout 2 $FF probe http://127.0.0.1:9 --timeout nan
+# 0.4 ms was 0 ms for curl, which is no limit at all (issue 35, H4)
+expect_rc strict_option_probe_timeout_sub_ms 2 timeout 20 $FF probe http://127.0.0.1:9 --timeout 0.0004
 
 # the real tiny Gemma-4s saved by transformers 5.17: they lack processor files,
 # so quantize refuses (exit 4) until --fix gets them from a same-family folder
