@@ -26,7 +26,7 @@ int cmd_inspect(const cli_args *args)
     ff_err e = {0};
     ckpt c;
     insp s = {0};
-    int rc = ckpt_open(&c, a.pos[0], 0, &e);
+    int rc = ckpt_open_headers(&c, a.pos[0], 0, &e);   /* headers only: no shard is mapped */
     if (!rc)
         rc = insp_build(&s, &c, &e);
     if (!rc && cli_flag(&a, "--json")) {

@@ -38,7 +38,7 @@ int plan_and_print(const char *dir, const recipe_args *r, int json, ff_err *e)
 {
     ckpt c;
     plan p;
-    int rc = ckpt_open(&c, dir, 1, e);
+    int rc = ckpt_open_headers(&c, dir, 1, e);   /* a plan reads names, dtypes and shapes */
     if (rc) {
         ckpt_close(&c);
         return rc;

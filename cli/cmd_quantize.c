@@ -48,7 +48,7 @@ const cli_spec quantize_spec = {
     options, 1, 2, NULL,
 };
 
-static void summary(const plan *p, const quant_stats *st, const char *out, int json)
+static void summary(const plan *p, const quant_stats *st, const char *out, const char *card_note, int json)
 {
     double gbps = st->seconds > 0 ? (double)st->bytes_read / 1e9 / st->seconds : 0;
     if (json) {
@@ -76,22 +76,22 @@ static void summary(const plan *p, const quant_stats *st, const char *out, int j
            st->seconds, gbps, st->threads, st->kernel, (double)peak_rss_bytes() / 1e6);
     for (int i = 0; i < p->nnotes; i++)
         printf("  note: %s\n", p->notes[i]);
+    if (*card_note)
+        printf("  note: %s\n", card_note);
 }
 
-/* The model card goes in after the output is in place (quantize_run
- * renames the staging folder itself): it replaces the README.md copied from
- * the input with the card, the input's README.md kept beneath it. */
-static int write_card(const cli_args *a, const plan *p, const ckpt *c, ff_err *e)
+/* The model card's inputs. quantize_run writes it into the staging folder
+ * (so OUT never appears without it), over the README.md copied from the
+ * input, which is kept beneath it. base_card is malloc'd; NULL when out of
+ * memory. */
+static char *card_for(const cli_args *a, card_info *ci, nvfp4_obs *obs, char *note, size_t note_size)
 {
     char *base_card = fs_join(a->pos[0], "README.md");
-    nvfp4_obs obs;
     const char *obs_name = cli_get(a, "--observer"), *base = cli_get(a, "--base-model");
-    card_info ci = {base ? base : a->hf_repo[0], base_card, a->pos[1],
-                    obs_name && nvfp4_obs_from_name(obs_name, &obs) == 0 ? obs.llmc_name : NULL,
-                    a->hf_repo[0] ? a->hf_repo[0] : a->pos[0], cli_get(a, "--hub-id")};
-    int rc = base_card ? card_write(a->pos[1], p, c, &ci, e) : ff_fail(e, FF_EIO, "out of memory");
-    free(base_card);
-    return rc ? ff_wrap(e, "model card: ") : FF_OK;
+    *ci = (card_info){base ? base : a->hf_repo[0], base_card, a->pos[1],
+                      obs_name && nvfp4_obs_from_name(obs_name, obs) == 0 ? obs->llmc_name : NULL,
+                      a->hf_repo[0] ? a->hf_repo[0] : a->pos[0], cli_get(a, "--hub-id"), note, note_size};
+    return base_card;
 }
 
 /* A Hub repo id the card will print and link: org/name, nothing else. */
@@ -166,16 +166,22 @@ static int job_prepare(job *j, const cli_args *a, const recipe_args *r, quant_op
     return rc;
 }
 
-/* The writes: the shards, the card, then the summary. */
+/* The writes (the shards and the card, staged together), then the summary. */
 static int job_run(job *j, const cli_args *a, const quant_opts *o, int json, ff_err *e)
 {
     quant_stats st;
-    int rc = quantize_run(&j->c, &j->p, a->pos[1], o, &st, e);
-    if (!rc)
-        rc = write_card(a, &j->p, &j->c, e);
+    char card_note[400] = "";   /* what the card could not carry of the input's README.md */
+    card_info ci;
+    nvfp4_obs obs;
+    quant_opts with_card = *o;
+    with_card.card = &ci;
+    char *base_card = card_for(a, &ci, &obs, card_note, sizeof card_note);
+    int rc = base_card ? quantize_run(&j->c, &j->p, a->pos[1], &with_card, &st, e)
+                       : ff_fail(e, FF_EIO, "out of memory");
+    free(base_card);
     if (rc)
         return rc;
-    summary(&j->p, &st, a->pos[1], json);
+    summary(&j->p, &st, a->pos[1], card_note, json);
     if (o->source && !json)
         lora_print_summary(&j->l, stdout);
     return FF_OK;

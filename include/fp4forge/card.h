@@ -27,6 +27,10 @@ typedef struct card_info {
                               * names the model), or NULL */
     const char *hub_id;      /* "org/name" the output will be uploaded as
                               * (a second serve line), or NULL */
+    char *note;              /* out, or NULL: note_size bytes that get one
+                              * line when the base card is not carried as it
+                              * is (over 16 MiB, NUL bytes), else "" */
+    size_t note_size;
 } card_info;
 
 /* Writes the card for plan p of checkpoint c on out. */

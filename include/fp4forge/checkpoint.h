@@ -31,11 +31,20 @@ typedef struct ckpt {
 /* need_config: refuse a folder without config.json. */
 /* On failure c holds nothing (ckpt_close is then a no-op). */
 int ckpt_open(ckpt *c, const char *dir, int need_config, ff_err *e);
+/* The same with every shard's header read and no shard mapped: ckpt_data
+ * must not be used. Commands that read only names, dtypes and shapes
+ * (inspect, plan, fit, doctor, diff) open so, and a shard larger than the
+ * address space left to the process (`ulimit -v`) still opens. */
+int ckpt_open_headers(ckpt *c, const char *dir, int need_config, ff_err *e);
 /* The one line for a checkpoint argument that is no folder: missing, a GGUF
  * file (with the transformers call that converts it), another file. */
 int ckpt_not_a_folder(const char *path, ff_err *e);
 void ckpt_close(ckpt *c);
 const ckpt_tensor *ckpt_find(const ckpt *c, const char *name);
+/* The tensor named stem's first stem_len bytes followed by suffix: names
+ * built from another ("<mod>" + ".weight_packed") are looked up whatever
+ * their length, with no fixed buffer to outgrow. */
+const ckpt_tensor *ckpt_find_join(const ckpt *c, const char *stem, size_t stem_len, const char *suffix);
 static inline const uint8_t *ckpt_data(const ckpt *c, const ckpt_tensor *t)
 {
     return st_data(&c->files[t->file], t->st);

@@ -46,8 +46,12 @@ void insp_free(insp *s);
 /* The rule a tensor falls under (quantized parts map to their module's
  * weight), or NULL. */
 const ff_rule *insp_rule(const insp *s, const char *tensor_name);
-/* The fused-group key of a quantized module ("" when it stands alone). */
-void insp_tie_key(const insp *s, const char *mod, char *key, size_t n);
+/* The rule of a module ("<mod>": its "<mod>.weight", or a split expert's
+ * fused rule), or NULL; any length of name. */
+const ff_rule *insp_module_rule(const insp *s, const char *module);
+/* The fused-group key of a quantized module ("" when it stands alone) into
+ * key; returns its length as snprintf does, so a caller can size key. */
+size_t insp_tie_key(const insp *s, const char *mod, char *key, size_t n);
 /* Its family name, "other" when no rule matches. */
 const char *insp_family(const insp *s, const char *tensor_name);
 /* The ignore list's entries, or NULL. */

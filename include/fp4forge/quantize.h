@@ -32,6 +32,8 @@ typedef struct quant_opts {
     const char *input_dir;    /* the user's input when the checkpoint read is a doctor shadow (may be NULL) */
     const struct nvfp4_obs *observer; /* NULL or minmax: today's min/max bytes; else an MSE
                                          grid search (src/kernels/nvfp4_mse.h) */
+    const struct card_info *card; /* NULL: no model card; else OUT/README.md, written in
+                                     the staging folder so OUT never appears without it */
 } quant_opts;
 
 typedef struct quant_stats {

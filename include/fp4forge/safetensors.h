@@ -38,6 +38,10 @@ typedef struct st_file {
 
 /* On failure f holds nothing (st_close is then a no-op). */
 int st_open(st_file *f, const char *path, ff_err *e);
+/* The same, reading the header only: f->map stays NULL and st_data must
+ * not be used. For commands that read names, dtypes and shapes: mapping a
+ * shard takes its size in address space, which `ulimit -v` may not allow. */
+int st_open_header(st_file *f, const char *path, ff_err *e);
 void st_close(st_file *f);
 /* Drops our mapping of [p, p + bytes) of a file's mapping (f->map) once it
  * is read: the page cache keeps the pages, so reading them again maps them

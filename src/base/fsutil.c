@@ -14,13 +14,13 @@
 int fs_exists(const char *path)
 {
     struct stat st;
-    return stat(path, &st) == 0;
+    return path && stat(path, &st) == 0;
 }
 
 int fs_is_dir(const char *path)
 {
     struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 int fs_same(const char *a, const char *b)
@@ -191,21 +191,30 @@ char **fs_list_files(const char *dir, size_t *n, ff_err *e)
     size_t cap = 16, len = 0;
     char **list = malloc(cap * sizeof *list);
     struct dirent *de;
+    /* out of memory anywhere drops the whole list: a file skipped instead
+     * would be a file silently missing from OUT */
     while (list && (de = readdir(d))) {
         if (de->d_name[0] == '.')
             continue;
         char *p = fs_join(dir, de->d_name);
         struct stat st;
-        int is_file = p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+        int ok = p != NULL, is_file = ok && stat(p, &st) == 0 && S_ISREG(st.st_mode);
         free(p);
-        if (!is_file)
+        if (ok && !is_file)
             continue;
-        if (len + 2 > cap) {
-            char **nl = realloc(list, (cap *= 2) * sizeof *list);
-            if (!nl) { fs_free_list(list, len); list = NULL; break; }
-            list = nl;
+        if (ok && len + 2 > cap) {
+            char **nl = realloc(list, (cap * 2) * sizeof *list);
+            ok = nl != NULL;
+            list = ok ? nl : list;
+            cap = ok ? cap * 2 : cap;
         }
-        list[len++] = strdup(de->d_name);
+        char *name = ok ? strdup(de->d_name) : NULL;
+        if (!name) {
+            fs_free_list(list, len);
+            list = NULL;
+            break;
+        }
+        list[len++] = name;
     }
     closedir(d);
     if (!list) {

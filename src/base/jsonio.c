@@ -1,8 +1,38 @@
 #include "jsonio.h"
 
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fsutil.h"
+
+/* jansson's loader drops a character when growing a buffer fails (its
+ * lexer ignores the append's result) and still returns a value, and its
+ * dumper can return a corrupt text: a config value or a tensor name
+ * silently altered (both seen under tests/golden/t_faultsim.sh). Its
+ * allocator hook is process-wide by jansson's design; ours counts the
+ * failures on the calling thread, and a load or dump that saw one fails. */
+static _Thread_local unsigned long json_alloc_failures;
+
+static void *counted_malloc(size_t n)
+{
+    void *p = malloc(n);
+    json_alloc_failures += p == NULL;
+    return p;
+}
+
+static void install_allocator(void)
+{
+    json_set_alloc_funcs(counted_malloc, free);
+}
+
+unsigned long jsonio_alloc_failures(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, install_allocator);
+    return json_alloc_failures;
+}
 
 int jsonio_load(const char *path, json_t **out, ff_err *e)
 {
@@ -15,8 +45,13 @@ int jsonio_load_flags(const char *path, size_t flags, json_t **out, ff_err *e)
     if (!f)
         return e ? e->code : FF_EIO;
     json_error_t je;
+    unsigned long failures = jsonio_alloc_failures();
     json_t *j = json_loadf(f, flags, &je);
     fclose(f);
+    if (jsonio_alloc_failures() != failures) {
+        json_decref(j);
+        return ff_fail(e, FF_EIO, "%s: out of memory reading its JSON", path);
+    }
     if (!j && json_error_code(&je) == json_error_out_of_memory)
         return ff_fail(e, FF_EIO, "%s: out of memory reading its JSON", path);
     if (!j)
@@ -32,7 +67,12 @@ int jsonio_load_flags(const char *path, size_t flags, json_t **out, ff_err *e)
 int jsonio_parse(const char *buf, size_t len, const char *what, json_t **out, ff_err *e)
 {
     json_error_t je;
+    unsigned long failures = jsonio_alloc_failures();
     json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    if (jsonio_alloc_failures() != failures) {
+        json_decref(j);
+        return ff_fail(e, FF_EIO, "%s: out of memory reading its JSON", what);
+    }
     if (!j && json_error_code(&je) == json_error_out_of_memory)
         return ff_fail(e, FF_EIO, "%s: out of memory reading its JSON", what);
     if (!j)
@@ -45,15 +85,32 @@ int jsonio_parse(const char *buf, size_t len, const char *what, json_t **out, ff
     return FF_OK;
 }
 
+char *jsonio_dumps_checked(const json_t *j, size_t flags)
+{
+    unsigned long failures = jsonio_alloc_failures();
+    char *s = json_dumps(j, flags);
+    json_error_t je;
+    json_t *back = s ? json_loads(s, JSON_DECODE_ANY, &je) : NULL;
+    int same = back && json_equal(back, (json_t *)j) && jsonio_alloc_failures() == failures;
+    json_decref(back);
+    if (!same) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
 int jsonio_save(const char *path, const json_t *j, ff_err *e)
 {
     /* JSON_REAL_PRECISION(17) keeps every double exact on reload. */
-    if (json_dump_file(j, path, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0)
-        return ff_fail(e, FF_EIO, "%s: cannot write JSON", path);
-    FILE *f = fopen(path, "a");
-    if (!f || fputc('\n', f) == EOF || fclose(f) != 0)
-        return ff_fail(e, FF_EIO, "%s: cannot write JSON", path);
-    return FF_OK;
+    char *s = jsonio_dumps_checked(j, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    if (!s)
+        return ff_fail(e, FF_EIO, "%s: out of memory writing JSON", path);
+    FILE *f = fopen(path, "w");
+    int ok = f && fputs(s, f) != EOF && fputc('\n', f) != EOF;
+    ok = (f ? fclose(f) == 0 : 0) && ok;
+    free(s);
+    return ok ? FF_OK : ff_fail(e, FF_EIO, "%s: cannot write JSON: %s", path, strerror(errno));
 }
 
 int64_t jsonio_int(const json_t *obj, const char *key, int64_t dflt)
@@ -107,4 +164,43 @@ void jsonio_trim_utf8(char *s)
         s[i - 1] = 0;                      /* the lead byte's sequence is cut */
     else if (lead < 0x80 && back)
         s[i] = 0;                          /* stray continuation bytes */
+}
+
+/* The length of the well-formed UTF-8 sequence at p (jansson's rules: no
+ * overlong form, no surrogate, nothing past U+10FFFF), 0 when there is none. */
+static size_t utf8_seq(const unsigned char *p)
+{
+    if (p[0] < 0x80)
+        return 1;
+    size_t n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+    unsigned long cp = p[0] & (0x3fu >> (n ? n - 1 : 0));
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;   /* the terminating NUL stops here too */
+        cp = cp << 6 | (p[i] & 0x3fu);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+json_t *jsonio_string(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t len = strlen(s), bad = 0;
+    for (size_t i = 0, k; i < len; i += k ? k : 1)
+        bad += (k = utf8_seq(p + i)) == 0;
+    if (!bad)
+        return json_string(s);
+    /* counted as jansson's own allocations are: a caller watching
+     * jsonio_alloc_failures sees this string lost too */
+    char *t = counted_malloc(len + 2 * bad + 1), *o = t;
+    for (size_t i = 0, k; t && i < len; i += k ? k : 1) {
+        k = utf8_seq(p + i);
+        memcpy(o, k ? s + i : "\xef\xbf\xbd", k ? k : 3);
+        o += k ? k : 3;
+    }
+    json_t *j = t ? (*o = 0, json_string(t)) : NULL;
+    free(t);
+    return j;
 }

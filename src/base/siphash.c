@@ -40,16 +40,35 @@ static uint64_t load_le64(const uint8_t *p, size_t n)
     return m;
 }
 
+/* n bytes (n <= 8) at offset i of the two parts laid end to end. */
+static uint64_t load_le64_2(const uint8_t *a, size_t alen, const uint8_t *b, size_t i, size_t n)
+{
+    if (i + n <= alen)
+        return load_le64(a + i, n);
+    if (i >= alen)
+        return load_le64(b + (i - alen), n);
+    uint64_t m = 0;
+    for (size_t k = 0; k < n; k++, i++)
+        m |= (uint64_t)(i < alen ? a[i] : b[i - alen]) << (8 * k);
+    return m;
+}
+
 uint64_t ff_siphash(const uint64_t key[2], const void *data, size_t len)
 {
-    const uint8_t *p = data;
+    return ff_siphash2(key, data, len, "", 0);
+}
+
+uint64_t ff_siphash2(const uint64_t key[2], const void *a, size_t alen, const void *b, size_t blen)
+{
+    const uint8_t *pa = a, *pb = b;
+    size_t len = alen + blen;
     sip_state s = {key[0] ^ 0x736f6d6570736575ull, key[1] ^ 0x646f72616e646f6dull,
                    key[0] ^ 0x6c7967656e657261ull, key[1] ^ 0x7465646279746573ull};
     size_t whole = len - len % 8;
     for (size_t i = 0; i < whole; i += 8)
-        sip_absorb(&s, load_le64(p + i, 8));
+        sip_absorb(&s, load_le64_2(pa, alen, pb, i, 8));
     /* the last block: the remaining bytes, the length's low byte on top */
-    sip_absorb(&s, load_le64(p + whole, len % 8) | (uint64_t)(len & 0xff) << 56);
+    sip_absorb(&s, load_le64_2(pa, alen, pb, whole, len % 8) | (uint64_t)(len & 0xff) << 56);
     s.v2 ^= 0xff;
     for (int r = 0; r < 4; r++)
         sip_round(&s);

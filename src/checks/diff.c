@@ -35,7 +35,7 @@ static json_t *class_diff(const insp_class *a, const insp_class *b)
                 snprintf(buf, sizeof buf, "class: %s vs %s", insp_class_name(a), insp_class_name(b));
             else
                 snprintf(buf, sizeof buf, "%s: %lld vs %lld", f[i].name, f[i].x, f[i].y);
-            json_array_append_new(d, json_string(buf));
+            json_array_append_new(d, jsonio_string(buf));
         }
     return d;
 }
@@ -83,7 +83,7 @@ static json_t *names_only(const ckpt *x, const ckpt *y)
     json_t *n = json_array();
     for (size_t i = 0; i < x->ntensors; i++)
         if (!ckpt_find(y, x->tensors[i].st->name))
-            json_array_append_new(n, json_string(x->tensors[i].st->name));
+            json_array_append_new(n, jsonio_string(x->tensors[i].st->name));
     return n;
 }
 
@@ -95,7 +95,7 @@ static json_t *shape_diff(const ckpt *a, const ckpt *b)
         const ckpt_tensor *t = ckpt_find(b, x->name);
         if (t && (x->dtype != t->st->dtype || x->ndim != t->st->ndim ||
                   memcmp(x->shape, t->st->shape, sizeof x->shape) != 0))
-            json_array_append_new(n, json_string(x->name));
+            json_array_append_new(n, jsonio_string(x->name));
     }
     return n;
 }
@@ -121,9 +121,10 @@ static json_t *set_minus(const json_t *x, const json_t *y)
     return n;
 }
 
-static int open_side(side *s, const char *dir, ff_err *e)
+/* Mapped only when values are compared: the structure is in the headers. */
+static int open_side(side *s, const char *dir, int values, ff_err *e)
 {
-    int rc = ckpt_open(&s->c, dir, 0, e);
+    int rc = values ? ckpt_open(&s->c, dir, 0, e) : ckpt_open_headers(&s->c, dir, 0, e);
     s->open = 1;
     return rc ? rc : insp_build(&s->s, &s->c, e);
 }
@@ -194,7 +195,7 @@ static int by_differing(const void *p, const void *q)
 static json_t *value_json(const value_row *r)
 {
     json_t *x = json_object();
-    json_object_set_new(x, "tensor", json_string(r->name));
+    json_object_set_new(x, "tensor", jsonio_string(r->name));
     json_object_set_new(x, "bytes_differing", json_integer((json_int_t)r->differing));
     json_object_set_new(x, "bytes", json_integer((json_int_t)r->bytes));
     json_object_set_new(x, "relative_difference", r->rel >= 0 ? json_real(r->rel) : json_null());
@@ -280,17 +281,17 @@ int diff_run(const char *a, const char *b, int allow, int values, json_t **resul
 {
     side A = {0}, B = {0};
     *result = NULL;
-    int rc = open_side(&A, a, e);
+    int rc = open_side(&A, a, values, e);
     if (!rc)
-        rc = open_side(&B, b, e);
+        rc = open_side(&B, b, values, e);
     if (rc) {
         close_side(&A);
         close_side(&B);
         return rc;
     }
     json_t *r = json_object(), *cd = class_diff(&A.s.cls, &B.s.cls);
-    json_object_set_new(r, "a", json_string(a));
-    json_object_set_new(r, "b", json_string(b));
+    json_object_set_new(r, "a", jsonio_string(a));
+    json_object_set_new(r, "b", jsonio_string(b));
     json_object_set_new(r, "class_a", json_string(insp_class_name(&A.s.cls)));
     json_object_set_new(r, "class_b", json_string(insp_class_name(&B.s.cls)));
     json_object_set_new(r, "class_differences", cd);

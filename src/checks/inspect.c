@@ -30,26 +30,41 @@ static const ff_rule *expert_rule(const insp *s, const char *module)
     return NULL;
 }
 
+/* The rule of the quantized module named by name's first n bytes: its
+ * "<mod>.weight" rule, else the split-expert table's. The name is built on
+ * the stack, or for a long one on the heap (NULL when that fails: a rule
+ * is a classification, and callers have no error path for it). */
+static const ff_rule *module_rule(const insp *s, const char *name, size_t n)
+{
+    char small[512];
+    char *mod = n + sizeof ".weight" <= sizeof small ? small : malloc(n + sizeof ".weight");
+    if (!mod)
+        return NULL;
+    memcpy(mod, name, n);
+    strcpy(mod + n, ".weight");
+    const ff_rule *r = ff_match(&s->m, mod);
+    mod[n] = 0;
+    if (!r)
+        r = expert_rule(s, mod);
+    if (mod != small)
+        free(mod);
+    return r;
+}
+
 const ff_rule *insp_rule(const insp *s, const char *tensor_name)
 {
     if (!s->have_matcher)
         return NULL;
-    char mod[1024];
-    size_t n = strlen(tensor_name);
     const char *suf = last_component(tensor_name);
     int quant = strcmp(suf, DQ_PACKED) == 0 || strcmp(suf, DQ_SCALE) == 0 || strcmp(suf, DQ_GLOBAL) == 0;
     if (!quant)
         return ff_match(&s->m, tensor_name);
-    n = (size_t)(suf - tensor_name);  /* keeps the dot */
-    if (n + 8 > sizeof mod)
-        return NULL;
-    memcpy(mod, tensor_name, n);
-    strcpy(mod + n, "weight");
-    const ff_rule *r = ff_match(&s->m, mod);
-    if (r)
-        return r;
-    mod[n - 1] = 0;
-    return expert_rule(s, mod);
+    return suf > tensor_name ? module_rule(s, tensor_name, (size_t)(suf - tensor_name) - 1) : NULL;
+}
+
+const ff_rule *insp_module_rule(const insp *s, const char *module)
+{
+    return s->have_matcher ? module_rule(s, module, strlen(module)) : NULL;
 }
 
 const char *insp_family(const insp *s, const char *tensor_name)
@@ -218,7 +233,7 @@ static json_t *qcfg_summary(const insp *s)
 json_t *insp_to_json(const insp *s)
 {
     json_t *j = json_object(), *cls = json_object(), *rows = json_array(), *shards = json_array();
-    json_object_set_new(j, "dir", json_string(s->c->dir));
+    json_object_set_new(j, "dir", jsonio_string(s->c->dir));
     json_object_set_new(cls, "arch", json_string(s->cls.arch));
     json_object_set_new(cls, "class", json_string(insp_class_name(&s->cls)));
     json_object_set_new(cls, "experts", json_integer(s->cls.experts));
@@ -241,7 +256,7 @@ json_t *insp_to_json(const insp *s)
     for (size_t i = 0; i < s->c->nfiles; i++) {
         json_t *o = json_object();
         const char *p = s->c->files[i].path, *b = strrchr(p, '/');
-        json_object_set_new(o, "file", json_string(b ? b + 1 : p));
+        json_object_set_new(o, "file", jsonio_string(b ? b + 1 : p));
         json_object_set_new(o, "bytes", json_integer((json_int_t)s->c->files[i].file_size));
         json_object_set_new(o, "tensors", json_integer((json_int_t)s->c->files[i].ntensors));
         json_array_append_new(shards, o);
@@ -331,7 +346,7 @@ json_t *insp_group_names(const json_t *names)
                 g = x;
         if (!g) {
             g = json_object();
-            json_object_set_new(g, "pattern", json_string(pat));
+            json_object_set_new(g, "pattern", jsonio_string(pat));
             json_object_set_new(g, "count", json_integer(0));
             json_object_set_new(g, "names", json_array());
             json_array_append_new(groups, g);
@@ -347,16 +362,16 @@ json_t *insp_group_names(const json_t *names)
  * group when the fused rule names two outputs; "" when the module stands
  * alone. verify's fused_scales check and repair-scales both group by it, so
  * what verify flags is what repair-scales repairs. */
-void insp_tie_key(const insp *s, const char *mod, char *key, size_t n)
+size_t insp_tie_key(const insp *s, const char *mod, char *key, size_t n)
 {
-    char w[1100];
-    snprintf(w, sizeof w, "%s.weight_packed", mod);
-    const ff_rule *r = insp_rule(s, w);
+    const ff_rule *r = insp_module_rule(s, mod);
     const char *dot = strrchr(mod, '.');
-    int plen = dot ? (int)(dot - mod) : 0;
-    key[0] = 0;
+    int plen = dot ? (int)(dot - mod) : 0, len = 0;
+    if (n)
+        key[0] = 0;
     if (r && r->fuse)
-        snprintf(key, n, "%.*s|%s", plen, mod, r->fuse);
+        len = snprintf(key, n, "%.*s|%s", plen, mod, r->fuse);
     else if (r && (r->role == ROLE_EXPERTS_FUSED2 || r->role == ROLE_EXPERTS_FUSED2_T) && r->expert_out[1])
-        snprintf(key, n, "%.*s|%s", plen, mod, r->group);
+        len = snprintf(key, n, "%.*s|%s", plen, mod, r->group);
+    return len > 0 ? (size_t)len : 0;
 }

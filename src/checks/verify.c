@@ -32,6 +32,12 @@ typedef struct vctx {
     int have_plan;
     json_t *checks;          /* name -> {ok, detail, items} */
     json_t *errors;          /* per-tensor error records */
+    char *mod;               /* a module name (or "<mod>.<part>") of either
+                              * checkpoint fits: mod_cap is the longest name
+                              * + 128, so no name is cut to a fixed size */
+    size_t mod_cap;
+    int out_of_memory;       /* a check could not finish: the verdict would
+                              * be a guess, so verify fails instead */
 } vctx;
 
 static json_t *check(vctx *v, const char *name)
@@ -47,29 +53,47 @@ static json_t *check(vctx *v, const char *name)
     return c;
 }
 
+/* The text on the heap, whatever its length: a fixed buffer cut long module
+ * names, and a cut inside a UTF-8 sequence made jansson refuse the string,
+ * so the item vanished from the JSON and the page. NULL when out of memory. */
+static char *vformat(const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, again);
+    va_end(again);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s)
+        vsnprintf(s, (size_t)n + 1, fmt, ap);
+    return s;
+}
+
 static void fail_item(vctx *v, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void fail_item(vctx *v, const char *name, const char *fmt, ...)
 {
-    char buf[1200];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    char *text = vformat(fmt, ap);
     va_end(ap);
+    v->out_of_memory |= !text || strstr(text, "out of memory") != NULL;
     json_t *c = check(v, name);
     json_object_set_new(c, "ok", json_false());
-    json_array_append_new(json_object_get(c, "items"), json_string(buf));
+    json_array_append_new(json_object_get(c, "items"), jsonio_string(text ? text : "out of memory formatting "
+                                                                                  "this failure"));
+    free(text);
 }
 
 static void detail(vctx *v, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void detail(vctx *v, const char *name, const char *fmt, ...)
 {
-    char buf[600];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    char *text = vformat(fmt, ap);
     va_end(ap);
-    json_object_set_new(check(v, name), "detail", json_string(buf));
+    v->out_of_memory |= !text;
+    json_object_set_new(check(v, name), "detail", jsonio_string(text ? text : "out of memory"));
+    free(text);
 }
 
 /* ---- decode: every module whole, its values finite and not lost ----------- */
@@ -100,12 +124,11 @@ static void check_module(vctx *v, const char *mod)
  * when it has one. */
 static void check_orphan(vctx *v, const ckpt_tensor *t)
 {
-    char mod[1024], buf[1100];
-    const char *part = dq_orphan_part(&v->q, t->st->name, mod, sizeof mod);
+    char *mod = v->mod;
+    const char *part = dq_orphan_part(&v->q, t->st->name, mod, v->mod_cap);
     if (!part)
         return;
-    snprintf(buf, sizeof buf, "%s.%s", mod, DQ_GLOBAL);
-    if (strcmp(part, DQ_GLOBAL) != 0 && ckpt_find(&v->q, buf))
+    if (strcmp(part, DQ_GLOBAL) != 0 && ckpt_find_join(&v->q, mod, strlen(mod), "." DQ_GLOBAL))
         return;
     fail_item(v, "decode", "%s: %s has %s but no %s: the module's codes are missing", ckpt_path(&v->q, t), mod, part,
               DQ_PACKED);
@@ -114,12 +137,11 @@ static void check_orphan(vctx *v, const ckpt_tensor *t)
 static void check_decode(vctx *v)
 {
     size_t n = 0;
-    char mod[1024];
     check(v, "decode");
     for (size_t i = 0; i < v->q.ntensors; i++) {
         const char *name = v->q.tensors[i].st->name;
-        if (dq_module_of(name, mod, sizeof mod)) {
-            check_module(v, mod);
+        if (dq_module_of(name, v->mod, v->mod_cap)) {
+            check_module(v, v->mod);
             n++;
         } else {
             check_orphan(v, &v->q.tensors[i]);
@@ -187,34 +209,61 @@ static void check_qconfig(vctx *v)
 /* ---- fused groups share one global scale -------------------------------- */
 
 typedef struct gs_rec {
-    char key[1100];
-    char module[1024];
+    char *key, *module;      /* on the heap: module names of any length */
     float gs;
 } gs_rec;
 
 static int gs_cmp(const void *a, const void *b) { return strcmp(((const gs_rec *)a)->key, ((const gs_rec *)b)->key); }
 
+/* The module's fused-group key and global scale into r: 1, or 0 when it
+ * stands alone or is not whole (decode names it), -1 out of memory. */
+static int gs_record(vctx *v, const char *mod, gs_rec *r)
+{
+    size_t klen = insp_tie_key(&v->qi, mod, NULL, 0);
+    dq_module m;
+    ff_err e2 = {0};
+    if (!klen || dq_find(&v->q, mod, &m, &e2) != FF_OK)
+        return 0;
+    memcpy(&r->gs, ckpt_data(&v->q, m.global), sizeof r->gs);
+    dq_module_free(&m);
+    r->key = malloc(klen + 1);
+    r->module = strdup(mod);
+    if (!r->key || !r->module) {
+        free(r->key);
+        free(r->module);
+        return -1;
+    }
+    insp_tie_key(&v->qi, mod, r->key, klen + 1);
+    return 1;
+}
+
+/* One line per group that differs, every member with its scale. */
+static void fail_group(vctx *v, const gs_rec *r, size_t n)
+{
+    size_t cap = 1;
+    for (size_t k = 0; k < n; k++)
+        cap += strlen(r[k].module) + 40;   /* ", " + " " + a %.9g float */
+    char *buf = malloc(cap);
+    for (size_t k = 0, o = 0; buf && k < n; k++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s %.9g", k ? ", " : "", r[k].module, (double)r[k].gs);
+    fail_item(v, "fused_scales", "global scales differ in a fused group (one GEMM): %s",
+              buf ? buf : "(out of memory listing its members)");
+    free(buf);
+}
+
 static void check_fused(vctx *v)
 {
     gs_rec *recs = calloc(v->q.ntensors + 1, sizeof *recs);
     size_t n = 0, groups = 0;
+    int got = 0;
     check(v, "fused_scales");
-    if (!recs)
-        return;
-    for (size_t i = 0; i < v->q.ntensors; i++) {
-        gs_rec *r = &recs[n];
-        dq_module m;
-        ff_err e2 = {0};
-        if (!dq_module_of(v->q.tensors[i].st->name, r->module, sizeof r->module))
-            continue;
-        insp_tie_key(&v->qi, r->module, r->key, sizeof r->key);
-        if (!r->key[0] || dq_find(&v->q, r->module, &m, &e2) != FF_OK)
-            continue;
-        memcpy(&r->gs, ckpt_data(&v->q, m.global), sizeof r->gs);
-        dq_module_free(&m);
-        n++;
-    }
-    qsort(recs, n, sizeof *recs, gs_cmp);
+    for (size_t i = 0; recs && got >= 0 && i < v->q.ntensors; i++)
+        if (dq_module_of(v->q.tensors[i].st->name, v->mod, v->mod_cap) && (got = gs_record(v, v->mod, &recs[n])) > 0)
+            n++;
+    if (!recs || got < 0)
+        fail_item(v, "fused_scales", "out of memory grouping the global scales");
+    if (recs)
+        qsort(recs, n, sizeof *recs, gs_cmp);
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
         while (j < n && strcmp(recs[j].key, recs[i].key) == 0)
@@ -223,17 +272,15 @@ static void check_fused(vctx *v)
         int differ = 0;
         for (size_t k = i + 1; k < j; k++)
             differ |= memcmp(&recs[k].gs, &recs[i].gs, sizeof(float)) != 0;
-        if (differ) {  /* one line per group, every member with its scale */
-            char buf[1000];
-            size_t o = 0;
-            for (size_t k = i; k < j && o < sizeof buf - 1; k++)
-                o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s %.9g", k > i ? ", " : "",
-                                      recs[k].module, (double)recs[k].gs);
-            fail_item(v, "fused_scales", "global scales differ in a fused group (one GEMM): %s", buf);
-        }
+        if (differ)
+            fail_group(v, &recs[i], j - i);
         i = j;
     }
     detail(v, "fused_scales", "%zu fused groups, %zu members", groups, n);
+    for (size_t i = 0; i < n; i++) {
+        free(recs[i].key);
+        free(recs[i].module);
+    }
     free(recs);
 }
 
@@ -241,12 +288,12 @@ static void check_fused(vctx *v)
 
 static void check_guarded(vctx *v)
 {
-    char mod[1024];
+    char *mod = v->mod;
     size_t quantized = 0;
     check(v, "guarded_not_quantized");
     for (size_t i = 0; i < v->q.ntensors; i++) {
         const char *name = v->q.tensors[i].st->name;
-        const ff_rule *r = dq_module_of(name, mod, sizeof mod) ? insp_rule(&v->qi, name) : NULL;
+        const ff_rule *r = dq_module_of(name, mod, v->mod_cap) ? insp_rule(&v->qi, name) : NULL;
         quantized += r != NULL;
         if (r && r->guard != GUARD_NONE)
             fail_item(v, "guarded_not_quantized", "%s is quantized (%s must stay in its dtype)", mod, r->group);
@@ -325,8 +372,8 @@ static size_t check_kept_experts(vctx *v, const json_t *ig, const st_tensor *t, 
     size_t n = 0;
     for (int64_t e = 0; e < t->shape[0]; e++)
         for (int k = 0; k < 2 && r->expert_out[k]; k++, n++) {
-            char mod[1100];
-            ff_expert_module(mod, sizeof mod, t->name, e, r->expert_out[k]);
+            char *mod = v->mod;
+            ff_expert_module(mod, v->mod_cap, t->name, e, r->expert_out[k]);
             if (!in_ignore(ig, mod))
                 fail_item(v, "ignore_list", "%s (of the kept %s) is left unquantized but not in the ignore list", mod,
                           t->name);
@@ -338,7 +385,7 @@ static void check_ignore(vctx *v)
 {
     const json_t *ig = insp_ignore(&v->qi);
     size_t kept = 0;
-    char mod[1100];
+    char *mod = v->mod;
     check(v, "ignore_list");
     if (!ig)
         ig = json_array();  /* leaks nothing: a borrowed-looking empty array is freed below */
@@ -352,7 +399,7 @@ static void check_ignore(vctx *v)
         }
         if (!r || !r->linear || r->role != ROLE_KEEP || len < 8 || strcmp(name + len - 7, ".weight") != 0)
             continue;
-        snprintf(mod, sizeof mod, "%.*s", (int)(len - 7), name);
+        snprintf(mod, v->mod_cap, "%.*s", (int)(len - 7), name);
         kept++;
         if (!in_ignore(ig, mod))
             fail_item(v, "ignore_list", "%s is left unquantized but not in the ignore list", mod);
@@ -363,16 +410,15 @@ static void check_ignore(vctx *v)
         const char *s = json_string_value(x);
         if (!s || strncmp(s, "re:", 3) == 0)
             continue;
-        snprintf(mod, sizeof mod, "%s.weight_packed", s);
-        if (ckpt_find(&v->q, mod)) {
+        if (ckpt_find_join(&v->q, s, strlen(s), "." DQ_PACKED)) {
             fail_item(v, "ignore_list", "%s is in the ignore list but quantized", s);
             continue;
         }
-        snprintf(mod, sizeof mod, "%s.weight", s);
-        const ff_rule *r = insp_rule(&v->qi, mod);
         /* a tied lm_head has no tensor of its own; the ignore entry is harmless */
+        const ff_rule *r = insp_module_rule(&v->qi, s);
         int tied = r && strcmp(r->group, "lm_head") == 0 && v->qi.cls.tie_embeddings;
-        if (!ckpt_find(&v->q, mod) && !tied && !is_ignored_parent(v, s) && !is_kept_expert(v, s))
+        if (!ckpt_find_join(&v->q, s, strlen(s), ".weight") && !tied && !is_ignored_parent(v, s) &&
+            !is_kept_expert(v, s))
             fail_item(v, "ignore_list", "%s is in the ignore list but no such module exists", s);
     }
     detail(v, "ignore_list", "%zu entries, %zu Linears kept", json_array_size(ig), kept);
@@ -408,6 +454,7 @@ static void check_aux(vctx *v)
     check(v, "aux_files");
     for (int i = 0; serving_aux[i]; i++) {
         char *a = v->have_src ? fs_join(v->s.dir, serving_aux[i]) : NULL, *b = fs_join(v->q.dir, serving_aux[i]);
+        v->out_of_memory |= !b || (v->have_src && !a);
         if (a && fs_exists(a) && !fs_exists(b))
             fail_item(v, "aux_files", "%s is in the source but missing from the output", serving_aux[i]);
         n += fs_exists(b);
@@ -446,7 +493,7 @@ static void measure(vctx *v, const plan_member *pm)
         double rel = ss > 0 ? sqrt(se / ss) : (se > 0 ? INFINITY : 0);
         double snr = se > 0 ? 10 * log10(ss / se) : 99.0;
         json_t *r = json_object();
-        json_object_set_new(r, "module", json_string(mod));
+        json_object_set_new(r, "module", jsonio_string(mod));
         json_object_set_new(r, "family", json_string(insp_family(&v->qi, m.packed->st->name)));
         json_object_set_new(r, "rel_error", json_real(rel));
         json_object_set_new(r, "snr_db", json_real(snr));
@@ -461,12 +508,10 @@ static void measure(vctx *v, const plan_member *pm)
 /* Marks a module's three output tensors as accounted for. */
 static int claim_module(vctx *v, const char *mod, char *used)
 {
-    static const char *const parts[] = {DQ_PACKED, DQ_SCALE, DQ_GLOBAL};
+    static const char *const parts[] = {"." DQ_PACKED, "." DQ_SCALE, "." DQ_GLOBAL};
     int found = 0;
     for (int k = 0; k < 3; k++) {
-        char buf[1100];
-        snprintf(buf, sizeof buf, "%s.%s", mod, parts[k]);
-        const ckpt_tensor *t = ckpt_find(&v->q, buf);
+        const ckpt_tensor *t = ckpt_find_join(&v->q, mod, strlen(mod), parts[k]);
         if (t) {
             used[t - v->q.tensors] = 1;
             found += k == 0;
@@ -490,11 +535,9 @@ static int dropped_input_scale(const vctx *v, const char *name)
 {
     static const char suf[] = ".input_scale";
     size_t n = strlen(name), k = sizeof suf - 1;
-    char buf[1100];
-    if (n <= k || strcmp(name + n - k, suf) != 0 || n - k + sizeof "." DQ_PACKED > sizeof buf)
+    if (n <= k || strcmp(name + n - k, suf) != 0)
         return 0;
-    snprintf(buf, sizeof buf, "%.*s.%s", (int)(n - k), name, DQ_PACKED);
-    return ckpt_find(&v->q, buf) != NULL;
+    return ckpt_find_join(&v->q, name, n - k, "." DQ_PACKED) != NULL;
 }
 
 /* Source tensors kept or quantized under their own name. */
@@ -505,13 +548,13 @@ static void cover_direct(vctx *v, char *used, char *needs, size_t *nkept, size_t
         const char *name = st->st->name;
         const ckpt_tensor *qt = ckpt_find(&v->q, name);
         size_t len = strlen(name);
-        char mod[1024];
+        char *mod = v->mod;
         if (qt) {
             used[qt - v->q.tensors] = 1;
             compare_kept(v, st, qt);
             (*nkept)++;
-        } else if (len > 7 && strcmp(name + len - 7, ".weight") == 0 && len - 7 < sizeof mod &&
-                   (snprintf(mod, sizeof mod, "%.*s", (int)(len - 7), name), claim_module(v, mod, used))) {
+        } else if (len > 7 && strcmp(name + len - 7, ".weight") == 0 &&
+                   (snprintf(mod, v->mod_cap, "%.*s", (int)(len - 7), name), claim_module(v, mod, used))) {
             plan_member whole = {.src = st, .rows = (uint64_t)st->st->shape[0],
                                  .cols = st->st->ndim > 1 ? (uint64_t)st->st->shape[1] : 1, .module = mod};
             measure(v, &whole);
@@ -662,6 +705,20 @@ static void compare_minmax(vctx *v, json_t *sum)
 
 /* ---- driver ----------------------------------------------------------------- */
 
+/* v->mod: room for any module name of either checkpoint with a part or a
+ * split expert's ".<e>.<out>" added (out names are the family table's). */
+static int alloc_names(vctx *v, ff_err *e)
+{
+    size_t longest = 0;
+    for (size_t i = 0; i < v->q.ntensors; i++)
+        longest = strlen(v->q.tensors[i].st->name) > longest ? strlen(v->q.tensors[i].st->name) : longest;
+    for (size_t i = 0; v->have_src && i < v->s.ntensors; i++)
+        longest = strlen(v->s.tensors[i].st->name) > longest ? strlen(v->s.tensors[i].st->name) : longest;
+    v->mod_cap = longest + 128;
+    v->mod = malloc(v->mod_cap);
+    return v->mod ? FF_OK : ff_fail(e, FF_EIO, "out of memory");
+}
+
 static int open_all(vctx *v, const char *out_dir, ff_err *e)
 {
     int rc = ckpt_open(&v->q, out_dir, 1, e);
@@ -686,7 +743,7 @@ static int open_all(vctx *v, const char *out_dir, ff_err *e)
             (void)prc;
         }
     }
-    return rc;
+    return rc ? rc : alloc_names(v, e);
 }
 
 static void close_all(vctx *v)
@@ -699,6 +756,7 @@ static void close_all(vctx *v)
         ckpt_close(&v->s);
     json_decref(v->checks);
     json_decref(v->errors);
+    free(v->mod);
 }
 
 int verify_run(const char *out_dir, const verify_opts *o, json_t **result, ff_err *e)
@@ -706,6 +764,7 @@ int verify_run(const char *out_dir, const verify_opts *o, json_t **result, ff_er
     vctx v;
     memset(&v, 0, sizeof v);
     v.o = o;
+    unsigned long json_failures = jsonio_alloc_failures();
     v.checks = json_object();
     v.errors = json_array();
     *result = NULL;
@@ -734,8 +793,8 @@ int verify_run(const char *out_dir, const verify_opts *o, json_t **result, ff_er
     json_t *c;
     json_object_foreach(v.checks, k, c)
         ok &= json_is_true(json_object_get(c, "ok"));
-    json_object_set_new(r, "output", json_string(out_dir));
-    json_object_set_new(r, "against", o->against ? json_string(o->against) : json_null());
+    json_object_set_new(r, "output", jsonio_string(out_dir));
+    json_object_set_new(r, "against", o->against ? jsonio_string(o->against) : json_null());
     json_object_set_new(r, "ok", json_boolean(ok));
     json_object_set_new(r, "class", json_string(insp_class_name(&v.qi.cls)));
     json_object_set(r, "checks", v.checks);
@@ -744,6 +803,10 @@ int verify_run(const char *out_dir, const verify_opts *o, json_t **result, ff_er
         json_object_set(r, "tensors", v.errors);
     }
     close_all(&v);
+    if (v.out_of_memory || jsonio_alloc_failures() != json_failures || !r) {
+        json_decref(r);
+        return ff_fail(e, FF_EIO, "%s: out of memory while verifying (no verdict)", out_dir);
+    }
     *result = r;
     return FF_OK;
 }

@@ -45,12 +45,18 @@ static int build_hash(ckpt *c, ff_err *e)
 
 const ckpt_tensor *ckpt_find(const ckpt *c, const char *name)
 {
+    return ckpt_find_join(c, name, strlen(name), "");
+}
+
+const ckpt_tensor *ckpt_find_join(const ckpt *c, const char *stem, size_t stem_len, const char *suffix)
+{
     if (!c->hash)
         return NULL;
-    size_t h = hash_str(c, name) & (c->hash_cap - 1);
+    size_t h = ff_siphash2(c->hash_key, stem, stem_len, suffix, strlen(suffix)) & (c->hash_cap - 1);
     while (c->hash[h] != SIZE_MAX) {
         const ckpt_tensor *t = &c->tensors[c->hash[h]];
-        if (strcmp(t->st->name, name) == 0)
+        const char *n = t->st->name;
+        if (strncmp(n, stem, stem_len) == 0 && strcmp(n + stem_len, suffix) == 0)
             return t;
         h = (h + 1) & (c->hash_cap - 1);
     }
@@ -204,7 +210,7 @@ static int no_safetensors(const char *dir, ff_err *e)
     return ff_fail(e, FF_EIO, "%s: no .safetensors files", dir);
 }
 
-static int open_folder(ckpt *c, const char *dir, int need_config, ff_err *e)
+static int open_folder(ckpt *c, const char *dir, int need_config, int map, ff_err *e)
 {
     c->dir = strdup(dir);
     if (!c->dir)
@@ -212,10 +218,10 @@ static int open_folder(ckpt *c, const char *dir, int need_config, ff_err *e)
     if (!fs_is_dir(dir))
         return ckpt_not_a_folder(dir, e);
     char *cp = fs_join(dir, "config.json");
-    int rc = FF_OK;
-    if (fs_exists(cp))
+    int rc = cp ? FF_OK : ff_fail(e, FF_EIO, "%s: out of memory", dir);
+    if (!rc && fs_exists(cp))
         rc = jsonio_load(cp, &c->config, e);
-    else if (need_config)
+    else if (!rc && need_config)
         rc = ff_fail(e, FF_EIO, "%s: missing config.json", dir);
     free(cp);
     if (rc)
@@ -238,7 +244,8 @@ static int open_folder(ckpt *c, const char *dir, int need_config, ff_err *e)
     }
     for (size_t i = 0; i < nshards && rc == FF_OK; i++) {
         char *p = fs_join(dir, names[i]);
-        rc = st_open(&c->files[i], p, e);
+        rc = !p ? ff_fail(e, FF_EIO, "%s: out of memory", dir)
+             : map ? st_open(&c->files[i], p, e) : st_open_header(&c->files[i], p, e);
         free(p);
         c->nfiles = i + 1;
         c->ntensors += c->files[i].ntensors;
@@ -265,13 +272,23 @@ static int open_folder(ckpt *c, const char *dir, int need_config, ff_err *e)
     return rc;
 }
 
-int ckpt_open(ckpt *c, const char *dir, int need_config, ff_err *e)
+static int open_ckpt(ckpt *c, const char *dir, int need_config, int map, ff_err *e)
 {
     memset(c, 0, sizeof *c);
-    int rc = open_folder(c, dir, need_config, e);
+    int rc = open_folder(c, dir, need_config, map, e);
     if (rc) /* a refused folder holds nothing: callers need not close it */
         ckpt_close(c);
     return rc;
+}
+
+int ckpt_open(ckpt *c, const char *dir, int need_config, ff_err *e)
+{
+    return open_ckpt(c, dir, need_config, 1, e);
+}
+
+int ckpt_open_headers(ckpt *c, const char *dir, int need_config, ff_err *e)
+{
+    return open_ckpt(c, dir, need_config, 0, e);
 }
 
 void ckpt_close(ckpt *c)
@@ -307,7 +324,7 @@ int ckpt_copy_aux(const char *in_dir, const char *out_dir, int with_config, ff_e
             (!with_config && strcmp(f, "config.json") == 0) || strstr(f, ".bak-fp4forge-"))
             continue;
         char *a = fs_join(in_dir, f), *b = fs_join(out_dir, f);
-        rc = fs_copy_file(a, b, e);
+        rc = a && b ? fs_copy_file(a, b, e) : ff_fail(e, FF_EIO, "%s: out of memory", f);
         free(a);
         free(b);
     }

@@ -35,26 +35,15 @@ dq_part_kind dq_part(const ckpt *c, const char *tensor_name)
         if (i == 0)
             return DQ_PART_PACKED;
         size_t len = strlen(tensor_name) - strlen(suffixes[i]);
-        char buf[1024];
-        if (len + sizeof DQ_PACKED > sizeof buf)
-            return DQ_PART_NONE;
-        memcpy(buf, tensor_name, len);
-        strcpy(buf + len, DQ_PACKED);
-        return ckpt_find(c, buf) ? DQ_PART_SCALE : DQ_PART_NONE;
+        return ckpt_find_join(c, tensor_name, len, DQ_PACKED) ? DQ_PART_SCALE : DQ_PART_NONE;
     }
     return DQ_PART_NONE;
 }
 
-/* "<mod>.<suffix>" -> "<mod>.<other>", looked up; NULL when absent or too long. */
+/* "<mod>.<suffix>" -> "<mod>.<other>", looked up; NULL when absent. */
 static const ckpt_tensor *sibling(const ckpt *c, const char *name, const char *suffix, const char *other)
 {
-    char buf[1100];
-    size_t len = strlen(name) - strlen(suffix);
-    if (len + strlen(other) + 1 > sizeof buf)
-        return NULL;
-    memcpy(buf, name, len);
-    strcpy(buf + len, other);
-    return ckpt_find(c, buf);
+    return ckpt_find_join(c, name, strlen(name) - strlen(suffix), other);
 }
 
 const char *dq_orphan_part(const ckpt *c, const char *tensor_name, char *mod, size_t n)
@@ -116,19 +105,18 @@ uint64_t dq_zero_scale_blocks(const ckpt *c, const dq_module *m, uint64_t *first
     return n;
 }
 
-static const ckpt_tensor *find_part(const ckpt *c, const char *module, const char *suffix)
+/* "<module>" + dot_suffix (".weight_packed"), whatever the module's length. */
+static const ckpt_tensor *find_part(const ckpt *c, const char *module, const char *dot_suffix)
 {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s.%s", module, suffix);
-    return ckpt_find(c, buf);
+    return ckpt_find_join(c, module, strlen(module), dot_suffix);
 }
 
 int dq_find(const ckpt *c, const char *module, dq_module *m, ff_err *e)
 {
     memset(m, 0, sizeof *m);
-    m->packed = find_part(c, module, DQ_PACKED);
-    m->scale = find_part(c, module, DQ_SCALE);
-    m->global = find_part(c, module, DQ_GLOBAL);
+    m->packed = find_part(c, module, "." DQ_PACKED);
+    m->scale = find_part(c, module, "." DQ_SCALE);
+    m->global = find_part(c, module, "." DQ_GLOBAL);
     if (!m->packed || !m->scale || !m->global)
         return ff_fail(e, FF_EIO, "%s: quantized module lacks %s", module,
                        !m->packed ? DQ_PACKED : !m->scale ? DQ_SCALE : DQ_GLOBAL);

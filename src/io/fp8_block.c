@@ -13,8 +13,8 @@ int fp8b_config(const json_t *config, const char **why)
 {
     const json_t *q = config ? json_object_get(config, "quantization_config") : NULL;
     *why = NULL;
-    if (!q)
-        return 0;
+    if (!q || json_is_null(q))
+        return 0;   /* null is none: a config saved with the attribute set to None */
     const char *method = json_string_value(json_object_get(q, "quant_method"));
     if (!method || strcmp(method, "fp8") != 0) {
         *why = "quant_method is not fp8";
@@ -45,11 +45,9 @@ static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 static const ckpt_tensor *sibling_scale(const ckpt *c, const char *name)
 {
     size_t n = strlen(name);
-    if (n < 7 || strcmp(name + n - 7, ".weight") != 0 || n + 16 > 1024)
+    if (n < 7 || strcmp(name + n - 7, ".weight") != 0)
         return NULL;
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%.*s.%s", (int)(n - 7), name, FP8B_SCALE_SUFFIX);
-    return ckpt_find(c, buf);
+    return ckpt_find_join(c, name, n - 7, "." FP8B_SCALE_SUFFIX);
 }
 
 int fp8b_scale_of(const ckpt *c, const ckpt_tensor *t, const ckpt_tensor **scale, ff_err *e)
@@ -64,12 +62,14 @@ int fp8b_scale_of(const ckpt *c, const ckpt_tensor *t, const ckpt_tensor **scale
         return ff_fail(e, FF_EIO, "%s: tensor %s: an FP8-block weight must be 2-D", ckpt_path(c, t), t->st->name);
     uint64_t N = (uint64_t)t->st->shape[0], K = (uint64_t)t->st->shape[1];
     if (s->st->dtype != FF_DT_F32 || s->st->ndim != 2 || (uint64_t)s->st->shape[0] != cdiv(N, FP8B_BLOCK) ||
-        (uint64_t)s->st->shape[1] != cdiv(K, FP8B_BLOCK))
-        return ff_fail(e, FF_EIO, "%s: tensor %s: %s is %s [%lld, %lld], expected F32 [%llu, %llu] for a [%llu, %llu] weight",
+        (uint64_t)s->st->shape[1] != cdiv(K, FP8B_BLOCK)) {
+        char got[ST_MAX_DIMS * 24 + 4];   /* every dimension: a 3-D scale printed as 2-D read as the expected one */
+        return ff_fail(e, FF_EIO, "%s: tensor %s: %s is %s %s, expected F32 [%llu, %llu] for a [%llu, %llu] weight",
                        ckpt_path(c, s), s->st->name, FP8B_SCALE_SUFFIX, ff_dtype_name(s->st->dtype),
-                       (long long)s->st->shape[0], (long long)(s->st->ndim > 1 ? s->st->shape[1] : 0),
+                       st_shape_str(s->st->shape, s->st->ndim, got, sizeof got),
                        (unsigned long long)cdiv(N, FP8B_BLOCK), (unsigned long long)cdiv(K, FP8B_BLOCK),
                        (unsigned long long)N, (unsigned long long)K);
+    }
     *scale = s;
     return FF_OK;
 }
@@ -78,11 +78,9 @@ int fp8b_is_scale(const ckpt *c, const char *name)
 {
     static const char suf[] = "." FP8B_SCALE_SUFFIX;
     size_t n = strlen(name), k = sizeof suf - 1;
-    if (n <= k || strcmp(name + n - k, suf) != 0 || n + 8 > 1024)
+    if (n <= k || strcmp(name + n - k, suf) != 0)
         return 0;
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%.*s.weight", (int)(n - k), name);
-    const ckpt_tensor *w = ckpt_find(c, buf);
+    const ckpt_tensor *w = ckpt_find_join(c, name, n - k, ".weight");
     return w && w->st->dtype == FF_DT_F8_E4M3;
 }
 

@@ -1,11 +1,13 @@
 #include "hfcache.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fsutil.h"
@@ -144,6 +146,12 @@ static int read_ref(const char *path, char out[41], ff_err *e)
 static int not_cached(ff_err *e, const char *arg, const char *repo, const char *rev, const char *looked,
                       const char *why)
 {
+    /* a link that leads back to itself is a damaged cache, not a missing
+     * model: downloading again would not help */
+    struct stat st;
+    if (stat(looked, &st) != 0 && errno == ELOOP)
+        return ff_fail(e, FF_EIO, "%s: %s in the Hugging Face cache is a loop of symbolic links (%s); remove it "
+                                  "and download again", arg, looked, strerror(ELOOP));
     char revopt[300] = "";
     if (strcmp(rev, "main") != 0)
         snprintf(revopt, sizeof revopt, " --revision %s", rev);

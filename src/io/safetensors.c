@@ -118,6 +118,33 @@ static int check_overlap(st_file *f, ff_err *e)
     return rc;
 }
 
+/* The header's hlen bytes: in the mapping, or read into *owned when the
+ * file is not mapped (a header-only open). NULL with e filled. */
+static const char *header_bytes(st_file *f, uint64_t hlen, char **owned, ff_err *e)
+{
+    *owned = NULL;
+    if (f->map)
+        return (const char *)f->map + 8;
+    char *buf = malloc(hlen ? hlen : 1);
+    if (!buf) {
+        ff_fail(e, FF_EIO, "%s: out of memory reading its header", f->path);
+        return NULL;
+    }
+    for (uint64_t got = 0; got < hlen;) {
+        ssize_t r = pread(f->fd, buf + got, hlen - got, (off_t)(8 + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            ff_fail(e, FF_EIO, "%s: cannot read its header: %s", f->path, r ? strerror(errno) : "the file ends early");
+            free(buf);
+            return NULL;
+        }
+        got += (uint64_t)r;
+    }
+    *owned = buf;
+    return buf;
+}
+
 static int read_header(st_file *f, ff_err *e)
 {
     uint8_t lenbuf[8];
@@ -134,11 +161,15 @@ static int read_header(st_file *f, ff_err *e)
         return ff_fail(e, FF_EIO, "%s: header length %llu runs past the end of the file (%llu bytes)",
                        f->path, (unsigned long long)hlen, (unsigned long long)f->file_size);
     f->data_off = 8 + hlen;
-    const char *hdr = (const char *)f->map + 8;
+    char *owned;
+    const char *hdr = header_bytes(f, hlen, &owned, e);
+    if (!hdr)
+        return e ? e->code : FF_EIO;
     char what[4200];
     snprintf(what, sizeof what, "%s: header", f->path);
     json_t *root;
     int rc = jsonio_parse(hdr, hlen, what, &root, e);
+    free(owned);
     if (rc)
         return rc;
     size_t n = json_object_size(root);
@@ -199,7 +230,7 @@ void st_map_drop(const uint8_t *p, uint64_t bytes)
         madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
-static int open_and_read(st_file *f, const char *path, ff_err *e)
+static int open_and_read(st_file *f, const char *path, int map, ff_err *e)
 {
     f->path = strdup(path);
     if (!f->path)
@@ -211,7 +242,7 @@ static int open_and_read(st_file *f, const char *path, ff_err *e)
     if (fstat(f->fd, &st) != 0)
         return ff_fail(e, FF_EIO, "%s: cannot stat: %s", path, strerror(errno));
     f->file_size = (uint64_t)st.st_size;
-    if (f->file_size > 0) {
+    if (map && f->file_size > 0) {
         void *m = map_folio_aligned(f->fd, f->file_size);
         if (m == MAP_FAILED)
             return ff_fail(e, FF_EIO, "%s: cannot map: %s", path, strerror(errno));
@@ -225,14 +256,24 @@ static int open_and_read(st_file *f, const char *path, ff_err *e)
     return rc;
 }
 
-int st_open(st_file *f, const char *path, ff_err *e)
+static int open_file(st_file *f, const char *path, int map, ff_err *e)
 {
     memset(f, 0, sizeof *f);
     f->fd = -1;
-    int rc = open_and_read(f, path, e);
+    int rc = open_and_read(f, path, map, e);
     if (rc) /* a refused file holds nothing: callers need not close it */
         st_close(f);
     return rc;
+}
+
+int st_open(st_file *f, const char *path, ff_err *e)
+{
+    return open_file(f, path, 1, e);
+}
+
+int st_open_header(st_file *f, const char *path, ff_err *e)
+{
+    return open_file(f, path, 0, e);
 }
 
 void st_close(st_file *f)
@@ -315,30 +356,38 @@ int st_pwrite_all(int fd, const char *path, const void *buf, size_t n, uint64_t 
     return st_pwritev_all(fd, path, &one, 1, off, e);
 }
 
+/* One tensor's header entry; NULL when any allocation failed (jansson drops
+ * a key whose value could not be made: the header would lack the tensor). */
+static json_t *header_entry(const st_out *t, uint64_t off)
+{
+    json_t *shape = json_array();
+    for (int d = 0; shape && d < t->ndim; d++)
+        if (json_array_append_new(shape, json_integer(t->shape[d]))) {
+            json_decref(shape);
+            shape = NULL;
+        }
+    return json_pack("{s:s, s:o, s:[I, I]}", "dtype", ff_dtype_name(t->dtype), "shape", shape, "data_offsets",
+                     (json_int_t)off, (json_int_t)(off + t->nbytes));
+}
+
 int st_write_header(int fd, const char *path, st_out *ts, size_t n, uint64_t *data_off, ff_err *e)
 {
-    json_t *root = json_object();
-    json_t *meta = json_object();
-    json_object_set_new(meta, "format", json_string("pt"));
-    json_object_set_new(root, "__metadata__", meta);
+    json_t *root = json_pack("{s:{s:s}}", "__metadata__", "format", "pt");
     uint64_t off = 0;
-    for (size_t i = 0; i < n; i++) {
-        json_t *t = json_object(), *shape = json_array(), *offs = json_array();
-        for (int d = 0; d < ts[i].ndim; d++)
-            json_array_append_new(shape, json_integer(ts[i].shape[d]));
+    for (size_t i = 0; root && i < n; i++) {
         ts[i].offset = off;
-        json_array_append_new(offs, json_integer((json_int_t)off));
-        json_array_append_new(offs, json_integer((json_int_t)(off + ts[i].nbytes)));
+        if (json_object_set_new(root, ts[i].name, header_entry(&ts[i], off))) {
+            json_decref(root);
+            root = NULL;
+        }
         off += ts[i].nbytes;
-        json_object_set_new(t, "dtype", json_string(ff_dtype_name(ts[i].dtype)));
-        json_object_set_new(t, "shape", shape);
-        json_object_set_new(t, "data_offsets", offs);
-        json_object_set_new(root, ts[i].name, t);
     }
-    char *s = json_dumps(root, JSON_COMPACT);
+    if (!root)
+        return ff_fail(e, FF_EIO, "%s: out of memory building the header", path);
+    char *s = jsonio_dumps_checked(root, JSON_COMPACT);
     json_decref(root);
     if (!s)
-        return ff_fail(e, FF_EIO, "%s: cannot build header", path);
+        return ff_fail(e, FF_EIO, "%s: out of memory building the header", path);
     size_t len = strlen(s);
     /* Pad with spaces to 8 bytes so the data section stays aligned, as the
      * reference writer does. */

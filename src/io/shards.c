@@ -59,6 +59,10 @@ int shards_open(shard_set *s, const st_out *outs, size_t n, uint64_t shard_size,
             snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, s->nshards);
         s->names[k] = strdup(name);
         s->paths[k] = fs_join(dir, name);
+        if (!s->names[k] || !s->paths[k]) {
+            rc = ff_fail(e, FF_EIO, "%s: out of memory", dir);
+            break;
+        }
         s->fds[k] = open(s->paths[k], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (s->fds[k] < 0) {
             rc = ff_fail(e, FF_EIO, "%s: cannot create: %s", s->paths[k], strerror(errno));
@@ -164,16 +168,19 @@ static int check_landed(const shard_set *s, ff_err *e)
     return FF_OK;
 }
 
+/* Every set checked: jansson drops a key whose value could not be made,
+ * and an index missing a tensor reads as a checkpoint without it. */
 static int write_index(shard_set *s, const char *dir, ff_err *e)
 {
-    json_t *j = json_object(), *meta = json_object(), *wm = json_object();
-    json_object_set_new(meta, "total_size", json_integer((json_int_t)s->total_size));
-    json_object_set_new(j, "metadata", meta);
-    for (size_t i = 0; i < s->nouts; i++)
-        json_object_set_new(wm, s->outs[i].name, json_string(s->names[s->out_shard[i]]));
-    json_object_set_new(j, "weight_map", wm);
-    char *p = fs_join(dir, "model.safetensors.index.json");
-    int rc = jsonio_save(p, j, e);
+    json_t *wm = json_object();
+    for (size_t i = 0; wm && i < s->nouts; i++)
+        if (json_object_set_new(wm, s->outs[i].name, json_string(s->names[s->out_shard[i]]))) {
+            json_decref(wm);
+            wm = NULL;
+        }
+    json_t *j = json_pack("{s:{s:I}, s:o}", "metadata", "total_size", (json_int_t)s->total_size, "weight_map", wm);
+    char *p = j ? fs_join(dir, "model.safetensors.index.json") : NULL;
+    int rc = p ? jsonio_save(p, j, e) : ff_fail(e, FF_EIO, "%s: out of memory building the index", dir);
     free(p);
     json_decref(j);
     return rc;

@@ -231,8 +231,10 @@ static lora_module *find_or_add(lora_adapter *l, char *module, size_t *cap)
     if (l->nmods == *cap) {
         size_t nc = *cap ? *cap * 2 : 64;
         lora_module *n = realloc(l->mods, nc * sizeof *n);
-        if (!n)
+        if (!n) {
+            free(module);
             return NULL;
+        }
         l->mods = n;
         *cap = nc;
     }
@@ -251,6 +253,8 @@ static int pair_tensors(lora_adapter *l, const char *path, ff_err *e)
         int which = split_name(t->st->name, &module);
         if (!which)
             return ff_fail(e, FF_EIO, "%s: tensor %s: %s", path, t->st->name, stray_why(t->st->name));
+        if (!module)
+            return ff_fail(e, FF_EIO, "out of memory");
         if (t->st->ndim != 2 || !ff_dtype_is_quantizable(t->st->dtype)) {
             free(module);
             return ff_fail(e, FF_EIO, "%s: tensor %s: not a 2-D float matrix", path, t->st->name);
@@ -317,7 +321,7 @@ int lora_open(lora_adapter *l, const char *dir, ff_err *e)
     memset(l, 0, sizeof *l);
     l->dir = strdup(dir);
     char *cp = fs_join(dir, "adapter_config.json");
-    int rc = jsonio_load(cp, &l->config, e);
+    int rc = l->dir && cp ? jsonio_load(cp, &l->config, e) : ff_fail(e, FF_EIO, "%s: out of memory", dir);
     if (!rc)
         rc = check_config(l, cp, e);
     if (!rc) {
@@ -330,6 +334,8 @@ int lora_open(lora_adapter *l, const char *dir, ff_err *e)
             rc = ff_fail(e, FF_EIO, "%s: no adapter_model.safetensors", dir);
     }
     char *sp = fs_join(dir, "adapter_model.safetensors");
+    if (!rc && !sp)
+        rc = ff_fail(e, FF_EIO, "%s: out of memory", dir);
     if (!rc)
         rc = pair_tensors(l, sp, e);
     for (size_t i = 0; !rc && i < l->nmods; i++)

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fsutil.h"
@@ -11,28 +12,12 @@
 #include "jsonio.h"
 #include "version.h"
 
-/* A base card larger than this is not a model card; it is not carried. */
+/* A base card larger than this is not a model card: its text is not carried. */
 #define BASE_CARD_MAX (16u << 20)
-
-/* The whole file as a string (malloc'd), or NULL when absent or too large. */
-static char *read_text(const char *path)
-{
-    /* regular files only: a FIFO would block the run after OUT is in place
-     * (the writer refuses one before; this keeps a swapped-in one harmless) */
-    FILE *f = path ? fs_fopen_regular(path, NULL) : NULL;
-    if (!f)
-        return NULL;
-    char *buf = malloc(BASE_CARD_MAX + 1);
-    size_t n = buf ? fread(buf, 1, BASE_CARD_MAX + 1, f) : 0;
-    int too_big = n > BASE_CARD_MAX || ferror(f);
-    fclose(f);
-    if (!buf || too_big) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    return buf;
-}
+/* Of one that large, the front matter is still read from this much of its
+ * start: the license keys must travel with the weights even when the text
+ * cannot. */
+#define BASE_FRONT_MAX (64u << 10)
 
 /* The base card split at its YAML front matter ("---" line, keys, "---"
  * line): *fm and *body point into text (fm NULL when it has none). */
@@ -40,7 +25,66 @@ typedef struct base_card {
     char *text;
     const char *fm, *body;
     size_t fm_len;
+    long long too_big;   /* the file's size when over BASE_CARD_MAX (text is
+                          * then its first BASE_FRONT_MAX bytes), else 0 */
+    size_t nuls;         /* NUL bytes, each now U+FFFD */
 } base_card;
+
+/* NULs replaced by U+FFFD, as CommonMark has a renderer do with them: the
+ * text after one is carried instead of cut there (a C string ends at the
+ * first), and the card reads as the Hub would render the original. Takes
+ * buf (n bytes); NULL when out of memory. */
+static char *replace_nuls(char *buf, size_t n, size_t *nuls)
+{
+    *nuls = 0;
+    for (size_t i = 0; i < n; i++)
+        *nuls += buf[i] == 0;
+    if (!*nuls)
+        return buf;
+    char *t = malloc(n + 2 * *nuls + 1), *o = t;
+    for (size_t i = 0; t && i < n; i++) {
+        if (buf[i]) {
+            *o++ = buf[i];
+        } else {
+            memcpy(o, "\xef\xbf\xbd", 3);
+            o += 3;
+        }
+    }
+    if (t)
+        *o = 0;
+    free(buf);
+    return t;
+}
+
+/* The card's text (malloc'd) into b->text; NULL when there is none. Over
+ * BASE_CARD_MAX only its start is read, for the front matter. */
+static int read_base_card(base_card *b, const char *path, ff_err *e)
+{
+    /* regular files only: a FIFO would block the run after OUT is in place
+     * (the writer refuses one before; this keeps a swapped-in one harmless) */
+    FILE *f = path ? fs_fopen_regular(path, NULL) : NULL;
+    if (!f)
+        return FF_OK;
+    struct stat st;
+    long long size = fstat(fileno(f), &st) == 0 ? (long long)st.st_size : 0;
+    size_t want = size > BASE_CARD_MAX ? BASE_FRONT_MAX : BASE_CARD_MAX + 1;
+    char *buf = malloc(want + 1);
+    size_t n = buf ? fread(buf, 1, want, f) : 0;
+    int bad = ferror(f);
+    fclose(f);
+    if (n > BASE_CARD_MAX) {   /* it grew since the fstat */
+        n = BASE_FRONT_MAX;
+        size = size > BASE_CARD_MAX ? size : BASE_CARD_MAX + 1ll;
+    }
+    b->too_big = size > BASE_CARD_MAX ? size : 0;
+    if (!buf || bad) {
+        free(buf);
+        return ff_fail(e, FF_EIO, "%s: %s", path, bad ? "read failed" : "out of memory");
+    }
+    buf[n] = 0;
+    b->text = replace_nuls(buf, n, &b->nuls);
+    return b->text ? FF_OK : ff_fail(e, FF_EIO, "%s: out of memory", path);
+}
 
 static void split_front_matter(base_card *b)
 {
@@ -99,15 +143,16 @@ static void print_counts(const plan *p, FILE *out)
             p->experts ? " (each expert's gate/up too)" : "");
 }
 
-/* A path as a shell reads it back: quoted when it holds anything a shell
- * would split or expand. */
-static void print_shell_word(const char *w, FILE *out)
+/* prefix and path as one word a shell reads back: quoted when it holds
+ * anything a shell would split or expand. */
+static void print_shell_word(const char *prefix, const char *w, FILE *out)
 {
-    if (*w && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/-+=:@,") == strlen(w)) {
-        fputs(w, out);
+    static const char plain[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/-+=:@,";
+    if (*w && strspn(w, plain) == strlen(w)) {
+        fprintf(out, "%s%s", prefix, w);
         return;
     }
-    fputc('\'', out);
+    fprintf(out, "'%s", prefix);
     for (; *w; w++) {
         if (*w == '\'')
             fputs("'\\'", out);
@@ -128,10 +173,8 @@ static void print_serve(const card_info *ci, FILE *out)
         /* './' before a bare relative name: vLLM reads a name that is not
          * a folder here as a Hub repo id */
         int bare = ci->serve_path[0] != '/' && ci->serve_path[0] != '.';
-        char *path = bare ? fs_join(".", ci->serve_path) : NULL;
         fprintf(out, "%s```\nvllm serve ", ci->hub_id ? "From the folder it was written to:\n\n" : "");
-        print_shell_word(path ? path : ci->serve_path, out);
-        free(path);
+        print_shell_word(bare ? "./" : "", ci->serve_path, out);
         fprintf(out, "\n```\n");
     } else if (!ci->hub_id) {
         fprintf(out, "```\nvllm serve /path/to/this/folder\n```\n");
@@ -199,6 +242,37 @@ static void print_body(const plan *p, const ckpt *c, const char *base, const car
     print_serve(ci, out);
 }
 
+/* A base card over BASE_CARD_MAX: what was carried of it, said where its
+ * text would be, so a missing text or license is not silent. */
+static void print_too_big(const base_card *b, const card_front *cf, FILE *out)
+{
+    fprintf(out, "<!-- fp4forge: it is %lld bytes, over the %u MiB a base card is carried up to, so its text is not "
+                 "included here; read it with the base model. ", b->too_big, BASE_CARD_MAX >> 20);
+    if (!b->fm)
+        fprintf(out, "No front matter closes within its first %u KiB, so none of its keys (license, pipeline_tag, "
+                     "language) were carried into this card's. -->\n\n", BASE_FRONT_MAX >> 10);
+    else
+        fprintf(out, "Its front matter is shown below%s. -->\n\n",
+                cf->loaded ? ", and its keys (license, pipeline_tag, language) were carried into this card's" : "");
+}
+
+/* The caller's one line for a base card not carried as it is. */
+static void note_base_card(const base_card *b, const card_front *cf, const card_info *ci)
+{
+    if (!ci->note || !ci->note_size)
+        return;
+    ci->note[0] = 0;
+    if (b->too_big)
+        snprintf(ci->note, ci->note_size, "the input's README.md is %lld bytes, over %u MiB: the model card carries "
+                 "%s", b->too_big, BASE_CARD_MAX >> 20,
+                 b->fm && cf->loaded ? "its front matter's keys (license, pipeline_tag, language) but not its text"
+                                     : "neither its text nor its keys (license, pipeline_tag, language)");
+    else if (b->nuls)
+        snprintf(ci->note, ci->note_size, "the input's README.md holds %zu NUL byte%s: the model card shows %s as "
+                 "U+FFFD and carries the text after %s", b->nuls, b->nuls == 1 ? "" : "s",
+                 b->nuls == 1 ? "it" : "each", b->nuls == 1 ? "it" : "them");
+}
+
 /* The base model's own card goes beneath, unchanged: it holds the license
  * and usage terms that must travel with the weights (and the model's
  * documentation). Its front matter is shown as a yaml block, since a card
@@ -212,20 +286,30 @@ static void print_base_card(const base_card *b, const card_front *cf, FILE *out)
         fprintf(out, "<!-- fp4forge: its front matter is not valid YAML (line %ld: %s), so none of its keys "
                      "(license, pipeline_tag, language) were carried into this card's. -->\n\n",
                 cf->problem_line, cf->problem);
+    if (b->too_big)
+        print_too_big(b, cf, out);
+    if (b->nuls)
+        fprintf(out, "<!-- fp4forge: it holds %zu NUL byte%s, shown as U+FFFD (as a Markdown renderer shows "
+                     "one); the text after %s is carried. -->\n\n", b->nuls, b->nuls == 1 ? "" : "s",
+                b->nuls == 1 ? "it" : "them");
     fprintf(out, "***\n\n# Base model card\n\n");
     if (b->fm)
         fprintf(out, "```yaml\n%.*s```\n\n", (int)b->fm_len, b->fm);
-    fputs(b->body, out);
+    if (!b->too_big)
+        fputs(b->body, out);
 }
 
 int card_print(const plan *p, const ckpt *c, const card_info *ci, FILE *out, ff_err *e)
 {
-    base_card b = {read_text(ci->base_card), NULL, NULL, 0};
+    base_card b = {0};
     card_front cf = {0};
+    if (read_base_card(&b, ci->base_card, e))
+        return e ? e->code : FF_EIO;
     if (b.text)
         split_front_matter(&b);
     if (b.fm)
         card_front_parse(&cf, b.fm, b.fm_len);
+    note_base_card(&b, &cf, ci);
     const char *base = base_model_of(c, ci);
     int rc = card_front_write(out, base, &cf) ? ff_fail(e, FF_EIO, "model card: YAML front matter: out of memory")
                                               : FF_OK;

@@ -116,15 +116,23 @@ static void free_all(regex_t *re, int n)
     free(re);
 }
 
-static int add_out(plan *p, const char *name, ff_dtype dt, int ndim, const int64_t *shape,
+/* name, or prefix.suffix when suffix is given (a module's name has no
+ * length limit: a fixed buffer cut long ones into other names). */
+static int add_out(plan *p, const char *name, const char *suffix, ff_dtype dt, int ndim, const int64_t *shape,
                    uint64_t nbytes, size_t *idx)
 {
-    st_out o = {.name = strdup(name), .dtype = dt, .ndim = ndim, .nbytes = nbytes};
-    if (!o.name)
+    size_t n = strlen(name) + (suffix ? strlen(suffix) + 2 : 1);
+    char *full = malloc(n);
+    if (!full)
         return -1;
+    snprintf(full, n, suffix ? "%s.%s" : "%s", name, suffix);
+    st_out o = {.name = full, .dtype = dt, .ndim = ndim, .nbytes = nbytes};
     memcpy(o.shape, shape, sizeof(int64_t) * (size_t)ndim);
     *idx = p->nouts;
-    return PUSH(p, outs, o);
+    if (PUSH(p, outs, o) == 0)
+        return 0;
+    free(full);
+    return -1;
 }
 
 /* Bytes an element takes as stored: the dtype's, or 1 for an FP8-block
@@ -136,28 +144,30 @@ static size_t stored_esz(const ckpt_tensor *t)
     return numel && stored / numel < esz ? (size_t)(stored / numel) : esz;
 }
 
+/* The three tensors a quantized module is written as. */
+static int member_outs(plan *p, const char *module, uint64_t rows, uint64_t cols, size_t *packed)
+{
+    int64_t s[2] = {(int64_t)rows, (int64_t)(cols / 2)};
+    size_t unused;
+    if (add_out(p, module, "weight_packed", FF_DT_U8, 2, s, rows * cols / 2, packed))
+        return -1;
+    s[1] = (int64_t)(cols / NVFP4_GROUP);
+    if (add_out(p, module, "weight_scale", FF_DT_F8_E4M3, 2, s, rows * cols / NVFP4_GROUP, &unused))
+        return -1;
+    s[0] = 1;
+    return add_out(p, module, "weight_global_scale", FF_DT_F32, 1, s, 4, &unused);
+}
+
+/* Takes module (malloc'd), freed here when the member cannot be added. */
 static int add_member(plan *p, const ckpt_tensor *src, uint64_t row0, uint64_t rows,
                       uint64_t cols, char *module, const char *family)
 {
     plan_member m = {.src = src, .row0 = row0, .rows = rows, .cols = cols, .module = module,
                      .family = family};
-    if (!module)
+    if (!module || member_outs(p, module, rows, cols, &m.out) || PUSH(p, members, m)) {
+        free(module);
         return -1;
-    char name[1024];
-    int64_t s[2];
-    snprintf(name, sizeof name, "%s.weight_packed", module);
-    s[0] = (int64_t)rows; s[1] = (int64_t)(cols / 2);
-    if (add_out(p, name, FF_DT_U8, 2, s, rows * cols / 2, &m.out))
-        return -1;
-    size_t unused;
-    snprintf(name, sizeof name, "%s.weight_scale", module);
-    s[1] = (int64_t)(cols / NVFP4_GROUP);
-    if (add_out(p, name, FF_DT_F8_E4M3, 2, s, rows * cols / NVFP4_GROUP, &unused))
-        return -1;
-    snprintf(name, sizeof name, "%s.weight_global_scale", module);
-    s[0] = 1;
-    if (add_out(p, name, FF_DT_F32, 1, s, 4, &unused))
-        return -1;
+    }
     plan_family_stat *fs = fam_stat(p, family);
     fs->quantized++;
     uint64_t in = rows * cols * stored_esz(src);
@@ -166,7 +176,7 @@ static int add_member(plan *p, const ckpt_tensor *src, uint64_t row0, uint64_t r
     fs->bytes_out += out;
     p->bytes_in += in;
     p->bytes_out += out;
-    return PUSH(p, members, m);
+    return 0;
 }
 
 /* A fused 3-D expert tensor kept as it is (ignored by the recipe, or an MTP
@@ -193,7 +203,7 @@ static int add_keep(plan *p, const ckpt_tensor *t, const char *family, const dec
     plan_item it = {.kind = ITEM_KEEP, .src = t};
     /* a kept FP8-block weight is written decoded, as bf16 */
     uint64_t nb = plan_fp8_source(p, t, NULL) ? st_numel(t->st) * 2 : t->st->end - t->st->begin;
-    if (add_out(p, t->st->name, t->st->dtype, t->st->ndim, t->st->shape, nb, &it.out))
+    if (add_out(p, t->st->name, NULL, t->st->dtype, t->st->ndim, t->st->shape, nb, &it.out))
         return -1;
     plan_family_stat *fs = fam_stat(p, family);
     fs->kept++;
@@ -701,7 +711,13 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
     if (!p->arch_class)
         return ff_fail(e, FF_EIO, "out of memory while planning");
     p->experts = (int)p->expect.experts;
-    ff_geometry *g = ff_geometry_new(p->fam, c->config, NULL);
+    /* a geometry the config cannot give leaves the counts unknown (the
+     * plan stands on the tensors); one that could not be allocated would
+     * print "0 layers" in the card */
+    ff_err ge = {0};
+    ff_geometry *g = ff_geometry_new(p->fam, c->config, &ge);
+    if (!g && strcmp(ge.msg, "out of memory") == 0)
+        return ff_fail(e, FF_EIO, "out of memory while planning");
     if (g) {
         p->layers = g->layers;
         p->has_vision = g->has_vision;

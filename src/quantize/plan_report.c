@@ -50,7 +50,7 @@ json_t *plan_to_json(const plan *p, const ckpt *c)
 {
     json_t *j = json_object(), *fams = json_array(), *ign = json_array(), *notes = json_array(),
            *viol = json_array();
-    json_object_set_new(j, "checkpoint", json_string(c->dir));
+    json_object_set_new(j, "checkpoint", jsonio_string(c->dir));
     json_object_set_new(j, "family", json_string(p->fam->name));
     json_object_set_new(j, "arch_class", json_string(p->arch_class ? p->arch_class : "?"));
     json_object_set_new(j, "layers", json_integer(p->layers));
@@ -77,13 +77,13 @@ json_t *plan_to_json(const plan *p, const ckpt *c)
     json_object_set_new(j, "bytes_in", json_integer((json_int_t)p->bytes_in));
     json_object_set_new(j, "bytes_out", json_integer((json_int_t)p->bytes_out));
     for (size_t i = 0; i < p->nignore; i++)
-        json_array_append_new(ign, json_string(p->ignore[i]));
+        json_array_append_new(ign, jsonio_string(p->ignore[i]));
     json_object_set_new(j, "ignore", ign);
     for (int i = 0; i < p->nnotes; i++)
-        json_array_append_new(notes, json_string(p->notes[i]));
+        json_array_append_new(notes, jsonio_string(p->notes[i]));
     json_object_set_new(j, "notes", notes);
     for (int i = 0; i < p->nviolations; i++)
-        json_array_append_new(viol, json_string(p->violations[i]));
+        json_array_append_new(viol, jsonio_string(p->violations[i]));
     json_object_set_new(j, "violations", viol);
     json_object_set_new(j, "ok", json_boolean(p->nviolations == 0));
     return j;

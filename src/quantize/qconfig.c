@@ -5,51 +5,38 @@ json_t *qconfig_apply_observer(const json_t *config, const plan *p, const char *
 /* The compressed-tensors release whose format this mirrors (and the oracle). */
 #define CT_FORMAT_VERSION "0.19.0"
 
+/* Built with json_pack, which returns NULL when any allocation fails: a
+ * tree built key by key drops a key whose value could not be made, and the
+ * config would be written without it. */
 static json_t *weights_args(const char *observer)
 {
-    json_t *w = json_object();
-    json_object_set_new(w, "actorder", json_null());
-    json_object_set_new(w, "block_structure", json_null());
-    json_object_set_new(w, "dynamic", json_false());
-    json_object_set_new(w, "group_size", json_integer(16));
-    json_object_set_new(w, "num_bits", json_integer(4));
-    json_object_set_new(w, "observer", json_string(observer ? observer : "memoryless_minmax"));
-    json_object_set_new(w, "observer_kwargs", json_object());
-    json_object_set_new(w, "scale_dtype", json_string("torch.float8_e4m3fn"));
-    json_object_set_new(w, "strategy", json_string("tensor_group"));
-    json_object_set_new(w, "symmetric", json_true());
-    json_object_set_new(w, "type", json_string("float"));
-    json_object_set_new(w, "zp_dtype", json_null());
-    return w;
+    return json_pack("{s:n, s:n, s:b, s:i, s:i, s:s, s:{}, s:s, s:s, s:b, s:s, s:n}", "actorder", "block_structure",
+                     "dynamic", 0, "group_size", 16, "num_bits", 4, "observer",
+                     observer ? observer : "memoryless_minmax", "observer_kwargs", "scale_dtype",
+                     "torch.float8_e4m3fn", "strategy", "tensor_group", "symmetric", 1, "type", "float", "zp_dtype");
+}
+
+static json_t *ignore_list(const plan *p)
+{
+    json_t *ign = json_array();
+    for (size_t i = 0; ign && i < p->nignore; i++)
+        if (json_array_append_new(ign, json_string(p->ignore[i]))) {
+            json_decref(ign);
+            return NULL;
+        }
+    return ign;
 }
 
 /* observer: llm-compressor's registry name of the weight observer, as it
  * records it in weights.observer (NULL: memoryless_minmax). */
 static json_t *build(const plan *p, const char *observer)
 {
-    json_t *group = json_object(), *groups = json_object(), *targets = json_array();
-    json_object_set_new(group, "format", json_string("nvfp4-pack-quantized"));
-    json_object_set_new(group, "input_activations", json_null());
-    json_object_set_new(group, "output_activations", json_null());
-    json_array_append_new(targets, json_string("Linear"));
-    json_object_set_new(group, "targets", targets);
-    json_object_set_new(group, "weights", weights_args(observer));
-    json_object_set_new(groups, "group_0", group);
-
-    json_t *q = json_object(), *ign = json_array();
-    json_object_set_new(q, "config_groups", groups);
-    json_object_set_new(q, "format", json_string("nvfp4-pack-quantized"));
-    json_object_set_new(q, "global_compression_ratio", json_null());
-    for (size_t i = 0; i < p->nignore; i++)
-        json_array_append_new(ign, json_string(p->ignore[i]));
-    json_object_set_new(q, "ignore", ign);
-    json_object_set_new(q, "kv_cache_scheme", json_null());
-    json_object_set_new(q, "quant_method", json_string("compressed-tensors"));
-    json_object_set_new(q, "quantization_status", json_string("compressed"));
-    json_object_set_new(q, "sparsity_config", json_object());
-    json_object_set_new(q, "transform_config", json_object());
-    json_object_set_new(q, "version", json_string(CT_FORMAT_VERSION));
-    return q;
+    return json_pack("{s:{s:{s:s, s:n, s:n, s:[s], s:o}}, s:s, s:n, s:o, s:n, s:s, s:s, s:{}, s:{}, s:s}",
+                     "config_groups", "group_0", "format", "nvfp4-pack-quantized", "input_activations",
+                     "output_activations", "targets", "Linear", "weights", weights_args(observer), "format",
+                     "nvfp4-pack-quantized", "global_compression_ratio", "ignore", ignore_list(p), "kv_cache_scheme",
+                     "quant_method", "compressed-tensors", "quantization_status", "compressed", "sparsity_config",
+                     "transform_config", "version", CT_FORMAT_VERSION);
 }
 
 json_t *qconfig_build(const plan *p)
@@ -60,8 +47,10 @@ json_t *qconfig_build(const plan *p)
 json_t *qconfig_apply_observer(const json_t *config, const plan *p, const char *observer)
 {
     json_t *c = json_deep_copy(config);
-    json_object_set_new(c, "quantization_config", build(p, observer));
-    return c;
+    if (c && json_object_set_new(c, "quantization_config", build(p, observer)) == 0)
+        return c;
+    json_decref(c);
+    return NULL;
 }
 
 json_t *qconfig_apply(const json_t *config, const plan *p)

@@ -1,4 +1,5 @@
 #include "quantize.h"
+#include "card.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1082,7 +1083,7 @@ int quantize_run(const ckpt *c, const plan *p, const char *out_dir, const quant_
         return e->code;
     double t0 = now();
     ff_pool *pool = pool_create(o->threads);
-    rc = ckpt_writer_layout(w, p->outs, p->nouts, o->shard_size, e);
+    rc = pool ? ckpt_writer_layout(w, p->outs, p->nouts, o->shard_size, e) : ff_fail(e, FF_EIO, "out of memory");
     /* this VM, 2 threads, 2.42 GB: 0.40-0.47 s with the blocks allocated
      * first against 0.47-0.51 s without (bench/ab.sh, docs/bench.md) */
     if (!rc)
@@ -1092,8 +1093,10 @@ int quantize_run(const ckpt *c, const plan *p, const char *out_dir, const quant_
     json_t *cfg = rc ? NULL : qconfig_apply_observer(c->config, p, o->observer ? o->observer->llmc_name : NULL);
     if (!rc)
         rc = cfg ? ckpt_writer_close(w, cfg, c->dir, 0, e) : ff_fail(e, FF_EIO, "out of memory");
+    if (!rc && o->card && card_write(ckpt_writer_dir(w), p, c, o->card, e))
+        rc = ff_wrap(e, "model card: ");
     json_decref(cfg);
-    st->threads = pool_threads(pool);
+    st->threads = pool ? pool_threads(pool) : 0;
     pool_destroy(pool);
     st->shards = ckpt_writer_shard_count(w);
     st->bytes_written = ckpt_writer_bytes(w);

@@ -13,6 +13,7 @@
 #include "decode.h"
 #include "fsutil.h"
 #include "inspect.h"
+#include "jsonio.h"
 #include "nvfp4.h"
 #include "plan.h"
 #include "writer.h"
@@ -544,11 +545,11 @@ static json_t *group_json(const rp_ctx *x, const rp_group *g)
 {
     json_t *j = json_object(), *mods = json_array();
     const rp_piece *p0 = &x->pieces[x->order[g->first]];
-    json_object_set_new(j, "group", json_string(p0->key));
+    json_object_set_new(j, "group", jsonio_string(p0->key));
     for (size_t k = g->first; k < g->first + g->count; k++) {
         const rp_piece *p = &x->pieces[x->order[k]];
         json_t *m = json_object();
-        json_object_set_new(m, "module", json_string(p->m.module));
+        json_object_set_new(m, "module", jsonio_string(p->m.module));
         json_object_set_new(m, "global_scale", json_real(p->gs));
         json_array_append_new(mods, m);
     }
@@ -590,9 +591,9 @@ static json_t *build_report(const rp_ctx *x, const char *in, const char *out)
         worst_after = after > worst_after ? after : worst_after;
         json_array_append_new(groups, group_json(x, g));
     }
-    json_object_set_new(r, "input", json_string(in));
-    json_object_set_new(r, "output", json_string(out));
-    json_object_set_new(r, "against", x->o->against ? json_string(x->o->against) : json_null());
+    json_object_set_new(r, "input", jsonio_string(in));
+    json_object_set_new(r, "output", jsonio_string(out));
+    json_object_set_new(r, "against", x->o->against ? jsonio_string(x->o->against) : json_null());
     json_object_set_new(r, "mode", json_string(!x->naffected ? "none" : x->have_s ? "requantize" : "rescale"));
     json_object_set_new(r, "nothing_to_repair", json_boolean(x->naffected == 0));
     json_object_set_new(r, "fused_groups", json_integer((json_int_t)x->ngroups));
@@ -606,7 +607,7 @@ static json_t *build_report(const rp_ctx *x, const char *in, const char *out)
         json_object_set_new(r, "underflow_subnormal", json_integer((json_int_t)sub));
         json_object_set_new(r, "underflow_zero", json_integer((json_int_t)zero));
     }
-    json_object_set_new(r, "worst_group", worst_group ? json_string(worst_group) : json_null());
+    json_object_set_new(r, "worst_group", worst_group ? jsonio_string(worst_group) : json_null());
     json_object_set_new(r, "groups", groups);
     return r;
 }

@@ -117,3 +117,44 @@ fp8 = [(L + "self_attn.o_proj.weight", "F8_E4M3", [130, 130], bytes(range(256)) 
        (L + "mlp.down_proj.weight", "F8_E4M3", [4, 130], bytes(520)),
        (L + "mlp.down_proj.weight_scale_inv", "F32", [1, 2], struct.pack("<2f", 1.0, 3.0))]
 write("fp8_source", "deepseek", json.dumps(DS).encode() + SEP + st(fp8))
+
+# Report pages (fuzz_html): a verify result and a diff --values result, as the
+# commands write them, one name claiming a huge layer index.
+VR = {"output": "q", "against": "src", "ok": False, "class": "moe",
+      "checks": {"decode": {"ok": True, "detail": "2 modules", "items": []},
+                 "fused_scales": {"ok": False, "detail": "", "items": ["layers.3.experts.5.up_proj"]}},
+      "error": {"max_rel_limit": 0.25, "max_rel": 0.1},
+      "tensors": [{"module": "model.layers.0.self_attn.q_proj", "family": "attention", "rel_error": 0.09,
+                   "snr_db": 20.1, "numel": 4096},
+                  {"module": "model.layers.2147483647.mlp.experts.3000000.up_proj", "family": "experts",
+                   "rel_error": 0.3, "snr_db": 10.0, "numel": 64}]}
+write("html", "verify", json.dumps(VR).encode())
+DR = {"a": "q", "b": "q2", "class_a": "moe", "class_b": "moe", "refused": False, "same": False,
+      "values": [{"tensor": "model.layers.1.mlp.experts.2.up_proj.weight_global_scale", "bytes_differing": 4,
+                  "bytes": 4, "relative_difference": 1.0}],
+      "values_by_module": {"model.layers.1.mlp.experts.2.up_proj": 1.0, "model.layers.0.self_attn.q_proj": 0.0},
+      "shards_a": [{"file": "model.safetensors", "bytes": 10, "tensors": 3}]}
+write("html", "diff_values", json.dumps(DR).encode())
+
+# The card's front matter (fuzz_card): the YAML shapes base cards use.
+write("card", "license_keys", b"license: gemma\nlicense_link: https://ai.google.dev/gemma/terms\n"
+      b"pipeline_tag: image-text-to-text\nlanguage:\n- en\n- fr\n")
+write("card", "alias_flow", b"license: &l \"other\n  license\"\nlicense_name: *l\nlanguage: [en,\n  de]\n")
+write("card", "folded_injection", b"license: >\n  other\n  terms\ndescription: \"t\\nlicense: evil\"\n")
+
+# Cache names (fuzz_hfcache): the name on the first line, refs/main after it.
+write("hfcache", "main", b"org/name\n0123456789abcdef0123456789abcdef01234567\n")
+write("hfcache", "revision", b"org/name@v2\nmain\n")
+write("hfcache", "traversal", b"org/name\n../../../../etc\n")
+
+# An NVFP4 checkpoint (fuzz_dequantize): one module whole, one with its codes
+# missing, one with an input_scale beside it.
+Q = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32, "num_hidden_layers": 1,
+     "vocab_size": 32, "quantization_config": {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}}
+nv = [(L + "self_attn.q_proj.weight_packed", "U8", [4, 16], bytes(range(64))),
+      (L + "self_attn.q_proj.weight_scale", "F8_E4M3", [4, 2], bytes([0x38, 0x40, 0x00, 0x7f, 0x30, 0x31, 0x32, 0x33])),
+      (L + "self_attn.q_proj.weight_global_scale", "F32", [1], struct.pack("<f", 448.0)),
+      (L + "self_attn.k_proj.weight_scale", "F8_E4M3", [4, 2], bytes(8)),
+      (L + "self_attn.k_proj.weight_global_scale", "F32", [1], struct.pack("<f", 1e-40)),
+      (L + "self_attn.q_proj.input_scale", "F32", [1], struct.pack("<f", 1.0))]
+write("dequantize", "modules", json.dumps(Q).encode() + SEP + st(nv))

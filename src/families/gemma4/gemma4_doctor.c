@@ -622,11 +622,12 @@ static void check_tensors(dctx *c, doctor_report *r)
     char name[256];
     snprintf(name, sizeof name, "%sembed_tokens.weight", g4d(c)->prefix);
     const ckpt_tensor *emb = ckpt_find(&c->ck, name);
-    if (emb && (emb->st->ndim != 2 || emb->st->shape[0] != g->vocab || emb->st->shape[1] != g->hidden))
-        doctor_add(r, "SHAPE_MISMATCH", "model.safetensors", -1, "%s is [%lld, %lld] but config.json has "
-                   "vocab_size %lld, hidden_size %lld", name, (long long)emb->st->shape[0],
-                   (long long)(emb->st->ndim > 1 ? emb->st->shape[1] : 0), (long long)g->vocab,
-                   (long long)g->hidden);
+    if (emb && (emb->st->ndim != 2 || emb->st->shape[0] != g->vocab || emb->st->shape[1] != g->hidden)) {
+        char got[ST_MAX_DIMS * 24 + 4];   /* every dimension, so a 3-D table does not read as 2-D */
+        doctor_add(r, "SHAPE_MISMATCH", "model.safetensors", -1, "%s is %s but config.json has "
+                   "vocab_size %lld, hidden_size %lld", name, st_shape_str(emb->st->shape, emb->st->ndim, got, sizeof got),
+                   (long long)g->vocab, (long long)g->hidden);
+    }
     for (int i = 0; i < g->layers; i++)
         for (size_t s = 0; s < sizeof layer_shapes / sizeof layer_shapes[0]; s++) {
             /* full-layer attention waits for G4_*_MISSING: its dims are unknown */
