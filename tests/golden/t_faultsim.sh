@@ -23,21 +23,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTION
 $FF_FAST synth --arch qwen3-moe --hidden 64 --intermediate 64 --moe-intermediate 32 --vocab 256 --head-dim 16 \
     --layers 2 --experts 4 "$W/in" > /dev/null || { fail faultsim_setup; exit 1; }
 $FF_FAST quantize --quiet --threads 1 "$W/in" "$W/q" > /dev/null || { fail faultsim_setup_quantize; exit 1; }
-python3 - "$W" <<'PY'
-import json, os, random, struct, sys
-W = sys.argv[1]; random.seed(0)
-b = open(f"{W}/in/model.safetensors", "rb").read(); hdr = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
-m = "model.layers.0.self_attn.q_proj"; out, inn = hdr[m + ".weight"]["shape"]
-ts = {f"base_model.model.{m}.lora_A.weight": [4, inn], f"base_model.model.{m}.lora_B.weight": [out, 4]}
-h, data = {}, b""
-for k, shape in ts.items():
-    raw = struct.pack("<%df" % (shape[0] * shape[1]), *[random.gauss(0, 0.05) for _ in range(shape[0] * shape[1])])
-    h[k] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}; data += raw
-os.makedirs(f"{W}/adapter", exist_ok=True); hj = json.dumps(h).encode()
-open(f"{W}/adapter/adapter_model.safetensors", "wb").write(struct.pack("<Q", len(hj)) + hj + data)
-json.dump({"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["q_proj"], "bias": "none"},
-          open(f"{W}/adapter/adapter_config.json", "w"))
-PY
+python3 "$(dirname "$0")/make_adapter.py" "$W/in" model.layers.0.self_attn.q_proj "$W/adapter"
 insum() { (cd "$W" && find in q adapter -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum; }
 IN_SUM=$(insum)
 

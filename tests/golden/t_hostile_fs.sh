@@ -74,26 +74,7 @@ expect_rc hostile_fifo_shard_inspect 1 $T $FF inspect "$W/f-shard"
 refused hostile_fifo_shard_inspect "" "b.safetensors: a FIFO"
 
 # refs/main of a cache repo: resolving the name must not block
-cache() {  # ROOT REPO REF SRC: SRC added as huggingface_hub would; prints the commit
-    python3 - "$@" <<'PY'
-import hashlib, os, sys
-root, repo, ref, src = sys.argv[1:5]
-m = os.path.join(root, "models--" + repo.replace("/", "--"))
-files = sorted(os.listdir(src))
-commit = hashlib.sha1(b"".join(f.encode() + open(os.path.join(src, f), "rb").read() for f in files)).hexdigest()
-snap = os.path.join(m, "snapshots", commit)
-os.makedirs(snap, exist_ok=True); os.makedirs(os.path.join(m, "blobs"), exist_ok=True)
-for f in files:
-    data = open(os.path.join(src, f), "rb").read()
-    blob = hashlib.sha256(data).hexdigest()
-    open(os.path.join(m, "blobs", blob), "wb").write(data)
-    if not os.path.lexists(os.path.join(snap, f)):
-        os.symlink(os.path.join("..", "..", "blobs", blob), os.path.join(snap, f))
-os.makedirs(os.path.dirname(os.path.join(m, "refs", ref)), exist_ok=True)
-open(os.path.join(m, "refs", ref), "w").write(commit)
-print(commit)
-PY
-}
+cache() { python3 "$(dirname "$0")/fake_cache.py" "$@"; }  # ROOT REPO REF SRC; prints the commit
 HUB=$W/hub; export HF_HUB_CACHE=$HUB
 cache "$HUB" acme/fifo-ref main "$W/small" > /dev/null
 rm "$HUB/models--acme--fifo-ref/refs/main"; mkfifo "$HUB/models--acme--fifo-ref/refs/main"
@@ -182,21 +163,7 @@ refused hostile_link_dequantize "$W/o-ldeq" "l-q/notes.txt: a link to"
 expect_rc hostile_link_repair_scales 1 $T $FF repair-scales "$W/l-q" "$W/o-lrep"
 refused hostile_link_repair_scales "$W/o-lrep" "l-q/notes.txt: a link to"
 # merge: the base's aux files are copied too (a minimal PEFT adapter)
-python3 - "$W" <<'PY'
-import json, os, random, struct, sys
-W = sys.argv[1]; random.seed(0)
-b = open(f"{W}/small/model.safetensors", "rb").read(); hdr = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
-m = "model.language_model.layers.0.self_attn.q_proj"; out, inn = hdr[m + ".weight"]["shape"]
-ts = {f"base_model.model.{m}.lora_A.weight": [4, inn], f"base_model.model.{m}.lora_B.weight": [out, 4]}
-h, data = {}, b""
-for k, shape in ts.items():
-    raw = struct.pack("<%df" % (shape[0] * shape[1]), *[random.gauss(0, 0.05) for _ in range(shape[0] * shape[1])])
-    h[k] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}; data += raw
-os.makedirs(f"{W}/adapter", exist_ok=True); hj = json.dumps(h).encode()
-open(f"{W}/adapter/adapter_model.safetensors", "wb").write(struct.pack("<Q", len(hj)) + hj + data)
-json.dump({"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["q_proj"], "bias": "none"},
-          open(f"{W}/adapter/adapter_config.json", "w"))
-PY
+python3 "$(dirname "$0")/make_adapter.py" "$W/small" model.language_model.layers.0.self_attn.q_proj "$W/adapter"
 expect_rc hostile_merge_clean 0 $T $FF merge "$W/small" "$W/adapter" "$W/o-merge-ok"
 mkfifo "$W/tpl.jinja"
 expect_rc hostile_fifo_merge_chat_template 1 $T $FF merge "$W/small" "$W/adapter" "$W/o-mtpl" --chat-template "$W/tpl.jinja"
