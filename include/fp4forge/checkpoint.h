@@ -35,6 +35,11 @@ int ckpt_open(ckpt *c, const char *dir, int need_config, ff_err *e);
  * must not be used. Commands that read only names, dtypes and shapes
  * (inspect, plan, fit, doctor, diff) open so, and a shard larger than the
  * address space left to the process (`ulimit -v`) still opens. */
+/* A checkpoint held in memory: config.json's text (NULL: none) and one
+ * shard's bytes (borrowed: they must outlive c), named name in messages.
+ * The fuzzers read through it without writing a file per input. */
+int ckpt_open_memory(ckpt *c, const char *name, const char *config, size_t config_len, const uint8_t *shard,
+                     size_t shard_len, ff_err *e);
 int ckpt_open_headers(ckpt *c, const char *dir, int need_config, ff_err *e);
 /* The one line for a checkpoint argument that is no folder: missing, a GGUF
  * file (with the transformers call that converts it), another file. */

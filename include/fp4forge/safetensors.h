@@ -34,6 +34,7 @@ typedef struct st_file {
     st_tensor *tensors;     /* in header order */
     size_t ntensors;
     json_t *metadata;       /* "__metadata__" or NULL */
+    int borrowed;           /* map is the caller's memory (st_open_memory) */
 } st_file;
 
 /* On failure f holds nothing (st_close is then a no-op). */
@@ -42,6 +43,11 @@ int st_open(st_file *f, const char *path, ff_err *e);
  * not be used. For commands that read names, dtypes and shapes: mapping a
  * shard takes its size in address space, which `ulimit -v` may not allow. */
 int st_open_header(st_file *f, const char *path, ff_err *e);
+/* A safetensors file held in memory (data, size bytes; borrowed, it must
+ * outlive f), read as st_open reads a file: the fuzzers parse without a
+ * file per input, and a reader can hand over bytes it already holds. name
+ * is what messages call it. */
+int st_open_memory(st_file *f, const char *name, const uint8_t *data, uint64_t size, ff_err *e);
 void st_close(st_file *f);
 /* Drops our mapping of [p, p + bytes) of a file's mapping (f->map) once it
  * is read: the page cache keeps the pages, so reading them again maps them

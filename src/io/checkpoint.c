@@ -210,6 +210,22 @@ static int no_safetensors(const char *dir, ff_err *e)
     return ff_fail(e, FF_EIO, "%s: no .safetensors files", dir);
 }
 
+/* The tensors of every file in one list, in file order, and their table. */
+static int index_tensors(ckpt *c, ff_err *e)
+{
+    c->tensors = calloc(c->ntensors ? c->ntensors : 1, sizeof *c->tensors);
+    if (!c->tensors)
+        return ff_fail(e, FF_EIO, "out of memory");
+    size_t k = 0;
+    for (size_t f = 0; f < c->nfiles; f++)
+        for (size_t i = 0; i < c->files[f].ntensors; i++) {
+            c->tensors[k].st = &c->files[f].tensors[i];
+            c->tensors[k++].file = (int)f;
+            c->total_bytes += c->files[f].tensors[i].end - c->files[f].tensors[i].begin;
+        }
+    return build_hash(c, e);
+}
+
 static int open_folder(ckpt *c, const char *dir, int need_config, int map, ff_err *e)
 {
     c->dir = strdup(dir);
@@ -251,24 +267,32 @@ static int open_folder(ckpt *c, const char *dir, int need_config, int map, ff_er
         c->ntensors += c->files[i].ntensors;
     }
     fs_free_list(names, nshards);
-    if (rc == FF_OK) {
-        c->tensors = calloc(c->ntensors ? c->ntensors : 1, sizeof *c->tensors);
-        if (!c->tensors) {
-            json_decref(index);
-            return ff_fail(e, FF_EIO, "out of memory");
-        }
-        size_t k = 0;
-        for (size_t f = 0; f < c->nfiles; f++)
-            for (size_t i = 0; i < c->files[f].ntensors; i++) {
-                c->tensors[k].st = &c->files[f].tensors[i];
-                c->tensors[k++].file = (int)f;
-                c->total_bytes += c->files[f].tensors[i].end - c->files[f].tensors[i].begin;
-            }
-        rc = build_hash(c, e);
-    }
+    if (rc == FF_OK)
+        rc = index_tensors(c, e);
     if (rc == FF_OK && index)
         rc = check_index(c, index, e);
     json_decref(index);
+    return rc;
+}
+
+int ckpt_open_memory(ckpt *c, const char *name, const char *config, size_t config_len, const uint8_t *shard,
+                     size_t shard_len, ff_err *e)
+{
+    memset(c, 0, sizeof *c);
+    c->dir = strdup(name);
+    c->files = calloc(1, sizeof *c->files);
+    int rc = c->dir && c->files ? FF_OK : ff_fail(e, FF_EIO, "out of memory");
+    if (!rc && config)
+        rc = jsonio_parse(config, config_len, "config.json", &c->config, e);
+    if (!rc)
+        rc = st_open_memory(&c->files[0], "model.safetensors", shard, shard_len, e);
+    if (!rc) {
+        c->nfiles = 1;
+        c->ntensors = c->files[0].ntensors;
+        rc = index_tensors(c, e);
+    }
+    if (rc)
+        ckpt_close(c);
     return rc;
 }
 

@@ -148,7 +148,9 @@ static const char *header_bytes(st_file *f, uint64_t hlen, char **owned, ff_err 
 static int read_header(st_file *f, ff_err *e)
 {
     uint8_t lenbuf[8];
-    if (f->file_size < 8 || pread(f->fd, lenbuf, 8, 0) != 8)
+    if (f->file_size >= 8 && f->map)
+        memcpy(lenbuf, f->map, 8);
+    else if (f->file_size < 8 || pread(f->fd, lenbuf, 8, 0) != 8)
         return ff_fail(e, FF_EIO, "%s: too short to be safetensors (%llu bytes)", f->path,
                        (unsigned long long)f->file_size);
     uint64_t hlen = 0;
@@ -276,6 +278,20 @@ int st_open_header(st_file *f, const char *path, ff_err *e)
     return open_file(f, path, 0, e);
 }
 
+int st_open_memory(st_file *f, const char *name, const uint8_t *data, uint64_t size, ff_err *e)
+{
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    f->borrowed = 1;
+    f->path = strdup(name);
+    f->file_size = size;
+    f->map = size ? data : NULL;
+    int rc = f->path ? read_header(f, e) : ff_fail(e, FF_EIO, "out of memory");
+    if (rc)
+        st_close(f);
+    return rc;
+}
+
 void st_close(st_file *f)
 {
     if (!f)
@@ -283,7 +299,7 @@ void st_close(st_file *f)
     for (size_t i = 0; i < f->ntensors; i++)
         free(f->tensors[i].name);
     free(f->tensors);
-    if (f->map)
+    if (f->map && !f->borrowed)
         munmap((void *)f->map, f->file_size);
     if (f->fd >= 0)
         close(f->fd);

@@ -1,5 +1,5 @@
 /* What dequantize, verify and repair-scales read of an NVFP4 checkpoint: a
- * config.json and one shard, then every module found, checked and decoded
+ * config.json and one shard, from memory, then every module found, checked and decoded
  * as those commands do (dq_find, dq_check_global, dq_zero_scale_blocks,
  * dq_decode to bf16 and float), and every tensor's orphan and stray-scale
  * checks. Scales of the wrong shape or dtype, NaN/Inf/subnormal/negative
@@ -9,8 +9,6 @@
 #include "checkpoint.h"
 #include "decode.h"
 #include "fuzz_util.h"
-
-static const char *const names[] = {"config.json", "model.safetensors"};
 
 static void decode_module(const ckpt *c, const char *mod)
 {
@@ -35,10 +33,13 @@ static void decode_module(const ckpt *c, const char *mod)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    fz_write_parts(data, size, names, 2);
+    /* config.json, then the shard: read from memory (ckpt_open_memory) */
+    const uint8_t *part[2];
+    size_t len[2];
+    fz_split(data, size, part, len, 2);
     ckpt c;
     ff_err e;
-    if (ckpt_open(&c, fz_dir(), 0, &e) != FF_OK)
+    if (ckpt_open_memory(&c, "fuzz", len[0] ? (const char *)part[0] : NULL, len[0], part[1], len[1], &e) != FF_OK)
         return 0;
     char mod[4096];
     for (size_t i = 0; i < c.ntensors; i++) {

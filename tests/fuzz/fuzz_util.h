@@ -43,6 +43,26 @@ static inline void fz_write(const char *name, const uint8_t *data, size_t size)
     fclose(f);
 }
 
+/* The FZ_SEP-separated parts of data, in place: part i is
+ * [part[i], part[i] + len[i]); parts the input does not give are empty.
+ * For the harnesses that read from memory. */
+static inline void fz_split(const uint8_t *data, size_t size, const uint8_t **part, size_t *len, size_t n)
+{
+    const size_t seplen = strlen(FZ_SEP);
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *end = data ? memmem(data, size, FZ_SEP, seplen) : NULL;
+        part[i] = data;
+        len[i] = data ? (end ? (size_t)(end - data) : size) : 0;
+        if (end) {
+            size -= len[i] + seplen;
+            data = end + seplen;
+        } else {
+            data = NULL;
+            size = 0;
+        }
+    }
+}
+
 /* Writes the FZ_SEP-separated parts of data to names[0..n-1]. */
 static inline void fz_write_parts(const uint8_t *data, size_t size, const char *const *names, size_t n)
 {
