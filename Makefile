@@ -82,18 +82,18 @@ $(B)/tests/%: tests/unit/%.c tests/unit/unit.h $(B)/libfp4forge-san.a
 # Each tier records one line per check in $(B)/results.txt; run_all.sh prints
 # the closing 'N passed, N failed' line and fails if any check failed.
 unit: $(UNITBIN)
-	@bash tests/run_all.sh unit
+	@B=$(B) bash tests/run_all.sh unit
 
 golden: $(B)/fp4forge-san $(B)/fp4forge $(B)/fp4forge-faultsim
-	@bash tests/run_all.sh golden
+	@B=$(B) bash tests/run_all.sh golden
 
 conformance: $(B)/fp4forge
-	@bash tests/run_all.sh conformance
+	@B=$(B) bash tests/run_all.sh conformance
 
 # Unit and golden tests run under the sanitizers; the conformance tier uses the
 # release binary because it pushes megabytes through the real peers.
 test: $(UNITBIN) $(B)/fp4forge-san $(B)/fp4forge $(B)/fp4forge-faultsim $(FUZZBIN)
-	@bash tests/run_all.sh unit golden fuzz conformance
+	@B=$(B) bash tests/run_all.sh unit golden fuzz conformance
 
 $(B)/fobj/%.o: src/%.c $(HDR)
 	@mkdir -p $(@D)
@@ -111,7 +111,7 @@ fuzz-build: $(FUZZBIN)
 # Each harness for FP4FORGE_FUZZ_SECONDS (30) from its seeds; CI runs this as
 # the fuzz tier of make test.
 fuzz: $(FUZZBIN)
-	@bash tests/run_all.sh fuzz
+	@B=$(B) bash tests/run_all.sh fuzz
 
 demo: $(B)/fp4forge
 	@bash tools/demo.sh $(B)/fp4forge

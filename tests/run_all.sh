@@ -7,7 +7,9 @@
 # after printing PASS lines gets its own FAIL line.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
-mkdir -p build
+# the build folder: Makefile's B= (a helper's second build beside the main one)
+export B=${B:-build}
+mkdir -p "$B"
 # shared/ (fixtures) sits beside the checkout, in CI as here.
 if [ -z "${FP4FORGE_SHARED:-}" ]; then
     FP4FORGE_SHARED=$(cd .. && pwd)/shared
@@ -17,7 +19,7 @@ export FP4FORGE_SHARED ROOT_SHARED=$FP4FORGE_SHARED
 export FIXTURES=${FIXTURES:-$FP4FORGE_SHARED/fixtures}
 export FP4FORGE_FIXTURES=${FP4FORGE_FIXTURES:-$FIXTURES}
 export FP4FORGE_GEMMA4_TINY=${FP4FORGE_GEMMA4_TINY:-$FIXTURES/gemma4-tiny-dense.tar.gz}
-log=${FP4FORGE_RESULTS:-build/results.txt}
+log=${FP4FORGE_RESULTS:-$B/results.txt}
 # run_binary T: runs one test binary; a non-zero exit (a crash included) is
 # recorded as "FAIL T_exited" so the closing count cannot miss it.
 run_binary() {
@@ -34,7 +36,7 @@ for tier in "$@"; do
     echo "== tier: $tier"
     case "$tier" in
     unit)
-        for t in ${FP4FORGE_UNIT_BINARIES:-build/tests/test_*}; do
+        for t in ${FP4FORGE_UNIT_BINARIES:-$B/tests/test_*}; do
             [ -x "$t" ] || continue
             run_binary "$t"
         done ;;

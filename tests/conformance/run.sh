@@ -5,8 +5,9 @@ set -u
 cd "$(dirname "$0")/../.."
 VENV=$(bash tests/conformance/setup_venv.sh) || { echo "FAIL conformance_venv_setup"; exit 1; }
 export PY="$VENV/bin/python"
-export FF=${FF:-build/fp4forge}
-export WORK=${WORK:-build/conformance-work}
+B=${B:-build}   # the build folder (Makefile's B=)
+export FF=${FF:-$B/fp4forge}
+export WORK=${WORK:-$B/conformance-work}
 rm -rf "$WORK"; mkdir -p "$WORK"
 rc=0
 for t in tests/conformance/t_*.sh; do

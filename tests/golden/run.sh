@@ -2,9 +2,10 @@
 # Golden tier: runs every tests/golden/t_*.sh; each prints PASS/FAIL lines.
 set -u
 cd "$(dirname "$0")/../.."
-export FF=${FF:-build/fp4forge-san}
-export FF_FAST=${FF_FAST:-build/fp4forge}
-export WORK=${WORK:-build/golden-work}
+B=${B:-build}   # the build folder (Makefile's B=), so a second checkout user tests its own
+export FF=${FF:-$B/fp4forge-san}
+export FF_FAST=${FF_FAST:-$B/fp4forge}
+export WORK=${WORK:-$B/golden-work}
 export ROOT_SHARED=${ROOT_SHARED:-$(cd .. && pwd)/shared}
 rm -rf "$WORK"; mkdir -p "$WORK"
 rc=0
