@@ -3,6 +3,7 @@
  * (or served) by tools that read only bf16. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cliopt.h"
 #include "commands.h"
@@ -11,6 +12,8 @@
 static const cli_opt options[] = {
     {"--shard-size", "SIZE", "target shard size, e.g. 5GB (default), 500MB"},
     {"--force", NULL, "replace OUT_DIR if it exists"},
+    {"--threads", "N", "worker threads (default: all cores; the bytes do not depend on it)"},
+    {"--quiet", NULL, "no progress bar"},
     {NULL, NULL, NULL},
 };
 
@@ -28,8 +31,8 @@ int cmd_dequantize(const cli_args *args)
 {
     const cli_args a = *args;
     ff_err e = {0};
-    dequant_opts o = {.force = cli_flag(&a, "--force")};
-    if (cli_shard_size(&a, &o.shard_size, &e))
+    dequant_opts o = {.force = cli_flag(&a, "--force"), .progress = !cli_flag(&a, "--quiet") && isatty(2)};
+    if (cli_threads(&a, &o.threads, &e) || cli_shard_size(&a, &o.shard_size, &e))
         return cmd_report("dequantize", &e);
     int rc = dequantize_run(a.pos[0], a.pos[1], &o, &e);
     if (rc)

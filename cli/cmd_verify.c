@@ -1,6 +1,7 @@
 /* fp4forge verify: exit 0 when every check passes, 6 when one fails. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cliopt.h"
 #include "cmd_common.h"
@@ -15,6 +16,8 @@ static const cli_opt options[] = {
     {"--worst", "N", "list the N worst tensors (default 5)"},
     {"--json", NULL, "print the result as JSON"},
     {"--html", "FILE", "also write one self-contained page: heatmaps of the error by layer, failing checks first"},
+    {"--threads", "N", "worker threads (default: all cores; the figures do not depend on it)"},
+    {"--quiet", NULL, "no progress bar"},
     {NULL, NULL, NULL},
 };
 
@@ -40,9 +43,10 @@ int cmd_verify(const cli_args *args)
 {
     const cli_args a = *args;
     ff_err e = {0};
-    verify_opts o = {cli_get(&a, "--against"), VERIFY_MAX_REL, VERIFY_MIN_SNR, VERIFY_MAX_MEAN_REL, VERIFY_WORST};
+    verify_opts o = {cli_get(&a, "--against"), VERIFY_MAX_REL, VERIFY_MIN_SNR, VERIFY_MAX_MEAN_REL, VERIFY_WORST,
+                     0, !cli_flag(&a, "--quiet") && isatty(2)};
     double worst = o.worst;
-    if (num_opt(&a, "--max-rel-error", &o.max_rel, &e) || num_opt(&a, "--min-snr", &o.min_snr, &e) ||
+    if (cli_threads(&a, &o.threads, &e) || num_opt(&a, "--max-rel-error", &o.max_rel, &e) || num_opt(&a, "--min-snr", &o.min_snr, &e) ||
         num_opt(&a, "--max-mean-rel-error", &o.max_mean_rel, &e) || num_opt(&a, "--worst", &worst, &e))
         return cmd_report("verify", &e);
     o.worst = (int)worst;

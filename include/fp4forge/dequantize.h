@@ -13,6 +13,8 @@
 typedef struct dequant_opts {
     uint64_t shard_size;      /* bytes per shard (a tensor never splits) */
     int force;                /* replace an existing OUT */
+    int threads;              /* <= 0: all cores (the bytes do not depend on it) */
+    int progress;             /* draw a progress bar on stderr */
 } dequant_opts;
 
 int dequantize_run(const char *in_dir, const char *out_dir, const dequant_opts *o, ff_err *e);

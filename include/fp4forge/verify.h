@@ -15,6 +15,8 @@ typedef struct verify_opts {
     double min_snr;          /* per-tensor SNR floor, dB */
     double max_mean_rel;     /* mean relative error ceiling */
     int worst;               /* how many worst tensors to list */
+    int threads;             /* <= 0: all cores (the figures do not depend on it) */
+    int progress;            /* draw a progress bar on stderr */
 } verify_opts;
 
 #define VERIFY_MAX_REL 0.25

@@ -32,8 +32,13 @@ const char *ckpt_writer_dir(const ckpt_writer *w);
 /* Assigns the tensors to shards of about shard_size bytes (a tensor never
  * splits) and writes the headers. outs must outlive the writer. */
 int ckpt_writer_layout(ckpt_writer *w, const st_out *outs, size_t n, uint64_t shard_size, ff_err *e);
-/* Appends n bytes of tensor `out`'s data (a tensor may come in pieces, in order). */
+/* Writes tensor `out`'s data whole (n must be its size). */
 int ckpt_writer_put(ckpt_writer *w, size_t out, const void *buf, uint64_t n, ff_err *e);
+/* Writes bytes [at, at + n) of tensor `out` at their place in its shard:
+ * a tensor in pieces, in any order, each once (a writer that streams keeps
+ * one piece in memory, not the tensor). From one thread: it counts the
+ * bytes written. */
+int ckpt_writer_put_at(ckpt_writer *w, size_t out, uint64_t at, const void *buf, uint64_t n, ff_err *e);
 /* Closes the shards (checking every byte promised was written), writes the
  * index, config.json (when config is not NULL) and copies the non-weight
  * files of aux_from (when not NULL; its config.json only if aux_config). */

@@ -13,6 +13,8 @@
 #include "inspect.h"
 #include "jsonio.h"
 #include "plan.h"
+#include "progress.h"
+#include "threadpool.h"
 #include "verify_minmax.h"
 
 /* Files vLLM or the tokenizer need at serve time: present in the source means
@@ -38,6 +40,8 @@ typedef struct vctx {
     size_t mod_cap;
     int out_of_memory;       /* a check could not finish: the verdict would
                               * be a guess, so verify fails instead */
+    ff_pool *pool;           /* measures each module's rows in parallel */
+    progress bar;            /* over the source's bytes (the output's alone) */
 } vctx;
 
 static json_t *check(vctx *v, const char *name)
@@ -116,6 +120,10 @@ static void check_module(vctx *v, const char *mod)
         fail_item(v, "decode", "%s: %llu blocks with non-zero codes have a zero block scale (first: block %llu of "
                                "%s), so their weights decode to 0", mod, (unsigned long long)zero,
                   (unsigned long long)first, m.scale->st->name);
+    if (m.module) {
+        dq_drop_whole(&v->q, m.packed);
+        dq_drop_whole(&v->q, m.scale);
+    }
     dq_module_free(&m);
 }
 
@@ -140,6 +148,8 @@ static void check_decode(vctx *v)
     check(v, "decode");
     for (size_t i = 0; i < v->q.ntensors; i++) {
         const char *name = v->q.tensors[i].st->name;
+        if (!v->have_src)
+            progress_add(&v->bar, v->q.tensors[i].st->end - v->q.tensors[i].st->begin, i + 1, v->q.ntensors);
         if (dq_module_of(name, v->mod, v->mod_cap)) {
             check_module(v, v->mod);
             n++;
@@ -170,6 +180,24 @@ static void check_stray(vctx *v)
     detail(v, "stray_scales", "%zu input_scale or weight_scale_inv tensors beside NVFP4 modules", n);
 }
 
+/* Kept tensors are read this many bytes at a time and dropped from the
+ * mapping behind the read, so an embedding never sits whole in RSS. */
+#define KEPT_PIECE (8ull << 20)
+
+static int64_t first_nonfinite_streamed(const ckpt *c, const ckpt_tensor *t)
+{
+    size_t esz = ff_dtype_size(t->st->dtype);
+    uint64_t numel = st_numel(t->st), step = esz ? KEPT_PIECE / esz : numel;
+    for (uint64_t at = 0; at < numel; at += step) {
+        uint64_t n = numel - at < step ? numel - at : step;
+        int64_t bad = ff_first_nonfinite(t->st->dtype, ckpt_data(c, t) + at * esz, n);
+        dq_drop(c, t, at * esz, n * esz);
+        if (bad != -1 || !esz)
+            return bad < 0 ? bad : (int64_t)at + bad;
+    }
+    return -1;
+}
+
 /* Kept tensors (norms, embeddings, routers, towers) serve NaN as surely as a
  * quantized weight: every float element is checked. */
 static void check_kept_finite(vctx *v)
@@ -180,7 +208,8 @@ static void check_kept_finite(vctx *v)
         const ckpt_tensor *t = &v->q.tensors[i];
         if (dq_part(&v->q, t->st->name) != DQ_PART_NONE)
             continue;   /* decode checks the quantized modules */
-        int64_t bad = ff_first_nonfinite(t->st->dtype, ckpt_data(&v->q, t), st_numel(t->st));
+        int64_t bad = first_nonfinite_streamed(&v->q, t);
+        dq_drop_whole(&v->q, t);
         n++;
         if (bad >= 0)
             fail_item(v, "kept_finite", "%s: element %lld is NaN or infinite", t->st->name, (long long)bad);
@@ -466,42 +495,95 @@ static void check_aux(vctx *v)
 
 /* ---- against the source: coverage, kept bytes, error ---------------------- */
 
+/* One module measured by the pool in blocks of rows: each block's sums
+ * apart, added in block order, so the figures do not depend on the thread
+ * count; each block's rows are dropped from both mappings once read. */
+typedef struct mjob {
+    const ckpt *q, *s;
+    const dq_module *m;
+    const dq_table *t;
+    const ckpt_tensor *src;
+    const uint8_t *rows;     /* the member's rows in the source dtype */
+    int mapped;              /* rows lie in the source's mapping */
+    double *se, *ss;
+    dq_stats *st;
+} mjob;
+
+#define MEASURE_ROWS 64
+
+static void measure_task(void *ctx, size_t k)
+{
+    mjob *j = ctx;
+    uint64_t row = (uint64_t)k * MEASURE_ROWS, left = j->m->rows - row;
+    uint64_t n = left < MEASURE_ROWS ? left : MEASURE_ROWS;
+    uint64_t row_bytes = j->m->cols * ff_dtype_size(j->src->st->dtype);
+    j->st[k].first_bad = UINT64_MAX;
+    dq_error_rows(j->q, j->m, j->t, row, n, j->rows + row * row_bytes, j->src->st->dtype, &j->se[k], &j->ss[k],
+                  &j->st[k]);
+    if (j->mapped)
+        dq_drop(j->s, j->src, (uint64_t)(j->rows - ckpt_data(j->s, j->src)) + row * row_bytes, n * row_bytes);
+    dq_drop_rows(j->q, j->m, row, n);
+}
+
+static void add_record(vctx *v, const char *mod, const dq_module *m, double se, double ss)
+{
+    double rel = ss > 0 ? sqrt(se / ss) : (se > 0 ? INFINITY : 0);
+    double snr = se > 0 ? 10 * log10(ss / se) : 99.0;
+    json_t *r = json_object();
+    json_object_set_new(r, "module", jsonio_string(mod));
+    json_object_set_new(r, "family", json_string(insp_family(&v->qi, m->packed->st->name)));
+    json_object_set_new(r, "rel_error", json_real(rel));
+    json_object_set_new(r, "snr_db", json_real(snr));
+    json_object_set_new(r, "numel", json_integer((json_int_t)(m->rows * m->cols)));
+    json_array_append_new(v->errors, r);
+}
+
+/* Runs j over every block; 0 when no value decoded to NaN/Inf. */
+static int measure_blocks(vctx *v, mjob *j, double *se, double *ss)
+{
+    size_t nb = (size_t)((j->m->rows + MEASURE_ROWS - 1) / MEASURE_ROWS);
+    uint64_t bad = 0;
+    pool_run(v->pool, nb, measure_task, j);
+    *se = *ss = 0;
+    for (size_t k = 0; k < nb; k++) {
+        *se += j->se[k];
+        *ss += j->ss[k];
+        bad += j->st[k].nonfinite;
+    }
+    return bad != 0;
+}
+
 /* Relative error and SNR of the bf16 decode (what compressed-tensors hands
  * the model) against the source rows it came from. */
 static void measure(vctx *v, const plan_member *pm)
 {
-    const char *mod = pm->module;
-    const ckpt_tensor *src = pm->src;
     dq_module m;
-    dq_stats st;
     ff_err e2 = {0};
-    if (dq_find(&v->q, mod, &m, &e2) != FF_OK)
+    if (dq_find(&v->q, pm->module, &m, &e2) != FF_OK)
         return;  /* the decode check names it */
-    uint64_t n = m.rows * m.cols;
-    float *d = malloc((n ? n : 1) * sizeof *d);
+    size_t nb = (size_t)((m.rows + MEASURE_ROWS - 1) / MEASURE_ROWS) + 1;
+    mjob j = {.q = &v->q, .s = &v->s, .m = &m, .src = pm->src, .t = malloc(sizeof(dq_table)),
+              .se = calloc(nb, sizeof(double)), .ss = calloc(nb, sizeof(double)), .st = calloc(nb, sizeof(dq_stats))};
     void *owned = NULL;
-    const uint8_t *base = NULL;
-    if (d && dq_decode(&v->q, &m, d, NULL, &st, &e2) == FF_OK && !st.nonfinite &&
-        (base = plan_member_rows(pm, ckpt_data(&v->s, src), &owned, &e2)) != NULL) {
-        ff_dtype t = src->st->dtype;
-        double se = 0, ss = 0;
-        for (uint64_t i = 0; i < n; i++) {
-            double x = ff_load_f32(base, t, i), y = ff_round_bf16(d[i]);
-            se += (y - x) * (y - x);
-            ss += x * x;
-        }
-        double rel = ss > 0 ? sqrt(se / ss) : (se > 0 ? INFINITY : 0);
-        double snr = se > 0 ? 10 * log10(ss / se) : 99.0;
-        json_t *r = json_object();
-        json_object_set_new(r, "module", jsonio_string(mod));
-        json_object_set_new(r, "family", json_string(insp_family(&v->qi, m.packed->st->name)));
-        json_object_set_new(r, "rel_error", json_real(rel));
-        json_object_set_new(r, "snr_db", json_real(snr));
-        json_object_set_new(r, "numel", json_integer((json_int_t)n));
-        json_array_append_new(v->errors, r);
+    float gs;
+    v->out_of_memory |= !j.t || !j.se || !j.ss || !j.st;
+    if (j.t && j.se && j.ss && j.st &&
+        (j.rows = plan_member_rows(pm, ckpt_data(&v->s, pm->src), &owned, &e2)) != NULL) {
+        double se, ss;
+        memcpy(&gs, ckpt_data(&v->q, m.global), sizeof gs);
+        dq_table_init((dq_table *)j.t, gs);
+        j.mapped = owned == NULL;
+        if (!measure_blocks(v, &j, &se, &ss))
+            add_record(v, pm->module, &m, se, ss);
     }
+    dq_drop_whole(&v->s, pm->src);
+    dq_drop_whole(&v->q, m.packed);
+    dq_drop_whole(&v->q, m.scale);
     free(owned);
-    free(d);
+    free((void *)j.t);
+    free(j.se);
+    free(j.ss);
+    free(j.st);
     dq_module_free(&m);
 }
 
@@ -520,12 +602,29 @@ static int claim_module(vctx *v, const char *mod, char *used)
     return found;
 }
 
+/* Byte for byte, a piece at a time, each piece dropped from both mappings. */
+static int same_bytes(vctx *v, const ckpt_tensor *st, const ckpt_tensor *qt, uint64_t n)
+{
+    for (uint64_t at = 0; at < n; at += KEPT_PIECE) {
+        uint64_t k = n - at < KEPT_PIECE ? n - at : KEPT_PIECE;
+        int same = memcmp(ckpt_data(&v->s, st) + at, ckpt_data(&v->q, qt) + at, k) == 0;
+        dq_drop(&v->s, st, at, k);
+        dq_drop(&v->q, qt, at, k);
+        if (!same)
+            return 0;
+    }
+    return 1;
+}
+
 static void compare_kept(vctx *v, const ckpt_tensor *st, const ckpt_tensor *qt)
 {
     const st_tensor *a = st->st, *b = qt->st;
     uint64_t n = a->end - a->begin;
-    if (a->dtype != b->dtype || a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof a->shape) != 0 ||
-        n != b->end - b->begin || memcmp(ckpt_data(&v->s, st), ckpt_data(&v->q, qt), n) != 0)
+    int differs = a->dtype != b->dtype || a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof a->shape) != 0 ||
+                  n != b->end - b->begin || !same_bytes(v, st, qt, n);
+    dq_drop_whole(&v->s, st);
+    dq_drop_whole(&v->q, qt);
+    if (differs)
         fail_item(v, "kept_identical", "%s (%s) differs from the source", a->name, insp_family(&v->qi, a->name));
 }
 
@@ -549,6 +648,7 @@ static void cover_direct(vctx *v, char *used, char *needs, size_t *nkept, size_t
         const ckpt_tensor *qt = ckpt_find(&v->q, name);
         size_t len = strlen(name);
         char *mod = v->mod;
+        progress_add(&v->bar, st->st->end - st->st->begin, i + 1, v->s.ntensors);
         if (qt) {
             used[qt - v->q.tensors] = 1;
             compare_kept(v, st, qt);
@@ -743,13 +843,24 @@ static int open_all(vctx *v, const char *out_dir, ff_err *e)
             (void)prc;
         }
     }
+    if (!rc && !(v->pool = pool_create(v->o->threads)))
+        rc = ff_fail(e, FF_EIO, "out of memory starting %d threads", v->o->threads);
     return rc ? rc : alloc_names(v, e);
+}
+
+static uint64_t data_bytes(const ckpt *c)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < c->ntensors; i++)
+        n += c->tensors[i].st->end - c->tensors[i].st->begin;
+    return n;
 }
 
 static void close_all(vctx *v)
 {
     if (v->have_plan)
         plan_free(&v->p);
+    pool_destroy(v->pool);
     insp_free(&v->qi);
     ckpt_close(&v->q);
     if (v->o->against)
@@ -773,6 +884,7 @@ int verify_run(const char *out_dir, const verify_opts *o, json_t **result, ff_er
         close_all(&v);
         return rc;
     }
+    progress_begin(&v.bar, data_bytes(v.have_src ? &v.s : &v.q), o->progress);
     check_decode(&v);
     check_stray(&v);
     check_kept_finite(&v);
@@ -788,6 +900,7 @@ int verify_run(const char *out_dir, const verify_opts *o, json_t **result, ff_er
         err = check_error(&v);
         compare_minmax(&v, err);
     }
+    progress_end(&v.bar);
     int ok = 1;
     const char *k;
     json_t *c;

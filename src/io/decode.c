@@ -142,8 +142,103 @@ void dq_module_free(dq_module *m)
     m->module = NULL;
 }
 
-/* Decodes a few rows at a time so bf16-only callers need no full f32 copy. */
-#define DQ_ROWS 64
+void dq_table_init(dq_table *t, float global_scale)
+{
+    for (int s = 0; s < 256; s++) {
+        /* the row kernel's e4m3(s) / gs, then code * eff: the same two roundings */
+        float eff = ff_e4m3_to_f32((uint8_t)s) / global_scale;
+        int ok = 1;
+        for (int k = 0; k < 16; k++) {
+            float v = nvfp4_code_value[k] * eff;
+            t->val[s * 16 + k] = v;
+            t->rnd[s * 16 + k] = ff_round_bf16(v);
+            ok &= isfinite(v) != 0;
+        }
+        t->finite[s] = (unsigned char)ok;
+    }
+}
+
+/* A group with a non-finite entry: counted element by element. */
+static void count_bad(const float *v, const uint8_t *p8, uint64_t at, dq_stats *st)
+{
+    for (int i = 0; i < NVFP4_GROUP; i++) {
+        float x = v[(i & 1) ? p8[i / 2] >> 4 : p8[i / 2] & 15];
+        if (isfinite(x))
+            continue;
+        st->nonfinite++;
+        if (at + (uint64_t)i < st->first_bad)
+            st->first_bad = at + (uint64_t)i;
+    }
+}
+
+void dq_decode_rows(const ckpt *c, const dq_module *m, const dq_table *t, uint64_t row, uint64_t n, float *f32,
+                    uint16_t *bf16, dq_stats *st)
+{
+    uint64_t groups = n * (m->cols / NVFP4_GROUP), g0 = row * (m->cols / NVFP4_GROUP);
+    const uint8_t *packed = (const uint8_t *)ckpt_data(c, m->packed) + g0 * (NVFP4_GROUP / 2);
+    const uint8_t *scales = (const uint8_t *)ckpt_data(c, m->scale) + g0;
+    for (uint64_t g = 0; g < groups; g++) {
+        const float *v = t->val + scales[g] * 16;
+        const uint8_t *p8 = packed + g * (NVFP4_GROUP / 2);
+        if (!t->finite[scales[g]])
+            count_bad(v, p8, (g0 + g) * NVFP4_GROUP, st);
+        if (f32)
+            for (int i = 0; i < NVFP4_GROUP / 2; i++) {
+                f32[g * NVFP4_GROUP + 2 * i] = v[p8[i] & 15];
+                f32[g * NVFP4_GROUP + 2 * i + 1] = v[p8[i] >> 4];
+            }
+        if (bf16)
+            for (int i = 0; i < NVFP4_GROUP / 2; i++) {
+                bf16[g * NVFP4_GROUP + 2 * i] = ff_f32_to_bf16(v[p8[i] & 15]);
+                bf16[g * NVFP4_GROUP + 2 * i + 1] = ff_f32_to_bf16(v[p8[i] >> 4]);
+            }
+    }
+}
+
+/* 16 source values as f32, whatever their dtype. */
+static void load_group(const uint8_t *src, ff_dtype sd, uint64_t at, float *x)
+{
+    if (sd == FF_DT_BF16) {
+        for (int i = 0; i < NVFP4_GROUP; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * (at + (uint64_t)i), 2);
+            x[i] = ff_bf16_to_f32(h);
+        }
+        return;
+    }
+    for (int i = 0; i < NVFP4_GROUP; i++)
+        x[i] = ff_load_f32(src, sd, at + (uint64_t)i);
+}
+
+void dq_error_rows(const ckpt *c, const dq_module *m, const dq_table *t, uint64_t row, uint64_t n,
+                   const uint8_t *src, ff_dtype sd, double *se, double *ss, dq_stats *st)
+{
+    uint64_t groups = n * (m->cols / NVFP4_GROUP), g0 = row * (m->cols / NVFP4_GROUP);
+    const uint8_t *packed = (const uint8_t *)ckpt_data(c, m->packed) + g0 * (NVFP4_GROUP / 2);
+    const uint8_t *scales = (const uint8_t *)ckpt_data(c, m->scale) + g0;
+    double e[NVFP4_GROUP] = {0}, s[NVFP4_GROUP] = {0};
+    for (uint64_t g = 0; g < groups; g++) {
+        const float *r = t->rnd + scales[g] * 16;
+        const uint8_t *p8 = packed + g * (NVFP4_GROUP / 2);
+        float x[NVFP4_GROUP], y[NVFP4_GROUP];
+        if (!t->finite[scales[g]])
+            count_bad(t->val + scales[g] * 16, p8, (g0 + g) * NVFP4_GROUP, st);
+        for (int i = 0; i < NVFP4_GROUP / 2; i++) {
+            y[2 * i] = r[p8[i] & 15];
+            y[2 * i + 1] = r[p8[i] >> 4];
+        }
+        load_group(src, sd, g * NVFP4_GROUP, x);
+        for (int i = 0; i < NVFP4_GROUP; i++) {
+            double d = (double)y[i] - (double)x[i];
+            e[i] += d * d;
+            s[i] += (double)x[i] * (double)x[i];
+        }
+    }
+    for (int i = 0; i < NVFP4_GROUP; i++) {
+        *se += e[i];
+        *ss += s[i];
+    }
+}
 
 int dq_decode(const ckpt *c, const dq_module *m, float *f32, uint16_t *bf16, dq_stats *st,
               ff_err *e)
@@ -151,24 +246,34 @@ int dq_decode(const ckpt *c, const dq_module *m, float *f32, uint16_t *bf16, dq_
     memset(st, 0, sizeof *st);
     st->first_bad = UINT64_MAX;
     memcpy(&st->global_scale, ckpt_data(c, m->global), sizeof(float));
-    const uint8_t *packed = ckpt_data(c, m->packed), *scales = ckpt_data(c, m->scale);
-    float *tmp = malloc(DQ_ROWS * m->cols * sizeof *tmp);
-    if (!tmp)
+    dq_table *t = malloc(sizeof *t);
+    if (!t)
         return ff_fail(e, FF_EIO, "out of memory decoding %s", m->module);
-    for (uint64_t r = 0; r < m->rows; r += DQ_ROWS) {
-        uint64_t n = m->rows - r < DQ_ROWS ? m->rows - r : DQ_ROWS;
-        nvfp4_dequantize_rows(packed + r * (m->cols / 2), scales + r * (m->cols / NVFP4_GROUP),
-                              st->global_scale, m->cols, n, tmp);
-        for (uint64_t i = 0; i < n * m->cols; i++) {
-            uint64_t at = r * m->cols + i;
-            if (!isfinite(tmp[i]) && st->nonfinite++ == 0)
-                st->first_bad = at;
-            if (f32)
-                f32[at] = tmp[i];
-            if (bf16)
-                bf16[at] = ff_f32_to_bf16(tmp[i]);
-        }
-    }
-    free(tmp);
+    dq_table_init(t, st->global_scale);
+    dq_decode_rows(c, m, t, 0, m->rows, f32, bf16, st);
+    free(t);
     return FF_OK;
+}
+
+void dq_drop(const ckpt *c, const ckpt_tensor *t, uint64_t off, uint64_t bytes)
+{
+    const st_file *f = &c->files[t->file];
+    if (f->map && !f->borrowed)
+        st_map_drop(ckpt_data(c, t) + off, bytes);
+}
+
+void dq_drop_rows(const ckpt *c, const dq_module *m, uint64_t row, uint64_t n)
+{
+    dq_drop(c, m->packed, row * (m->cols / 2), n * (m->cols / 2));
+    dq_drop(c, m->scale, row * (m->cols / NVFP4_GROUP), n * (m->cols / NVFP4_GROUP));
+}
+
+void dq_drop_whole(const ckpt *c, const ckpt_tensor *t)
+{
+    const st_file *f = &c->files[t->file];
+    uint64_t at = f->data_off + t->st->begin, end = f->data_off + t->st->end + (2ull << 20);
+    if (end > f->file_size)
+        end = f->file_size;
+    if (f->map && !f->borrowed && end > at)
+        st_map_drop(f->map + at, end - at);
 }

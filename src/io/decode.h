@@ -69,4 +69,41 @@ typedef struct dq_stats {
 int dq_decode(const ckpt *c, const dq_module *m, float *f32, uint16_t *bf16, dq_stats *st,
               ff_err *e);
 
+/* Every value one module can decode to: for each fp8 scale byte s and code
+ * k, val[s * 16 + k] = code_value[k] * (e4m3(s) / gs), the very products
+ * the row kernel forms, and rnd[] the same rounded to bf16. A row then
+ * decodes by lookup, and a group whose 16 entries are finite cannot give a
+ * NaN or Inf, so the finiteness count reads scales only. */
+typedef struct dq_table {
+    float val[256 * 16], rnd[256 * 16];
+    unsigned char finite[256];
+} dq_table;
+void dq_table_init(dq_table *t, float global_scale);
+
+/* Rows [row, row + n) of m: f32 and/or bf16 (either may be NULL) get n *
+ * cols values from their start, bit for bit what dq_decode gives; st's
+ * nonfinite adds up and its first_bad is lowered (module element index). */
+void dq_decode_rows(const ckpt *c, const dq_module *m, const dq_table *t, uint64_t row, uint64_t n, float *f32,
+                    uint16_t *bf16, dq_stats *st);
+
+/* The same rows' bf16 decode against src (those rows of the source weight,
+ * dtype sd): sum of squared differences into *se and of squared source
+ * values into *ss, in double (each lane of a group summed apart, so the
+ * sum is the same whatever thread runs which rows). */
+void dq_error_rows(const ckpt *c, const dq_module *m, const dq_table *t, uint64_t row, uint64_t n,
+                   const uint8_t *src, ff_dtype sd, double *se, double *ss, dq_stats *st);
+
+/* Drops [off, off + bytes) of tensor t's data from c's mapping once read
+ * (st_map_drop: the page cache keeps it), so a pass over the whole model
+ * holds what is in use, not all it read. Nothing for memory a caller lent
+ * (ckpt_open_memory): that is not ours to drop. */
+void dq_drop(const ckpt *c, const ckpt_tensor *t, uint64_t off, uint64_t bytes);
+/* All of t once it is consumed, and the 2 MB block its end shares with
+ * what follows (st_map_drop rounds ends down, so without this each tensor
+ * left its last block mapped and RSS grew by one block a tensor; dropping
+ * a neighbour's block costs it a fault, not bytes). Never past the file. */
+void dq_drop_whole(const ckpt *c, const ckpt_tensor *t);
+/* Rows [row, row + n) of m's packed codes and scales, dropped the same way. */
+void dq_drop_rows(const ckpt *c, const dq_module *m, uint64_t row, uint64_t n);
+
 #endif

@@ -60,6 +60,14 @@ int ckpt_writer_put(ckpt_writer *w, size_t out, const void *buf, uint64_t n, ff_
     return shards_write(&w->ss, out, buf, n, e);
 }
 
+int ckpt_writer_put_at(ckpt_writer *w, size_t out, uint64_t at, const void *buf, uint64_t n, ff_err *e)
+{
+    int rc = shards_write_part(&w->ss, out, at, buf, n, e);
+    if (!rc)
+        w->ss.bytes_written += n;
+    return rc;
+}
+
 shard_set *ckpt_writer_shards(ckpt_writer *w) { return &w->ss; }
 
 int ckpt_writer_close(ckpt_writer *w, const json_t *config, const char *aux_from, int aux_config, ff_err *e)

@@ -11,6 +11,9 @@
 #include "decode.h"
 #include "fp8_block.h"
 #include "fsutil.h"
+#include "progress.h"
+#include "shards.h"
+#include "threadpool.h"
 #include "writer.h"
 
 /* One output tensor: a copy of src, or the decode of module. */
@@ -157,29 +160,107 @@ static int build_job(const ckpt *c, dq_job *j, ff_err *e)
     return FF_OK;
 }
 
-static int write_items(const ckpt *c, const dq_job *j, ckpt_writer *w, ff_err *e)
+/* A module is decoded this many bf16 bytes at a time by the pool, then
+ * written, so memory holds one batch instead of the whole weight. */
+#define DQ_BATCH (8ull << 20)
+/* Kept tensors are copied in pieces, each dropped from the mapping behind. */
+#define DQ_PIECE (8ull << 20)
+
+typedef struct dq_batch {
+    const ckpt *c;
+    const dq_module *m;
+    dq_table *t;
+    uint16_t *buf;
+    uint64_t row0, rows, per;   /* this batch's rows, and each task's share */
+} dq_batch;
+
+static void batch_task(void *ctx, size_t k)
 {
+    dq_batch *b = ctx;
+    uint64_t at = (uint64_t)k * b->per;
+    if (at >= b->rows)
+        return;
+    uint64_t n = b->rows - at < b->per ? b->rows - at : b->per;
+    dq_stats st = {.first_bad = UINT64_MAX};
+    dq_decode_rows(b->c, b->m, b->t, b->row0 + at, n, NULL, b->buf + at * b->m->cols, &st);
+    dq_drop_rows(b->c, b->m, b->row0 + at, n);
+}
+
+/* The global scale was checked, so a NaN/Inf comes from NaN block scales:
+ * found from the scales alone before a byte of the module is written. */
+static int check_finite(const ckpt *c, const dq_module *m, ff_err *e)
+{
+    dq_stats st;
+    int rc = dq_decode(c, m, NULL, NULL, &st, e);
+    if (!rc && st.nonfinite)
+        rc = ff_fail(e, FF_EIO, "%s: tensor %s: module %s decodes to %llu NaN/Inf values (first at element %llu): "
+                                "NaN block scales", ckpt_path(c, m->scale), m->scale->st->name,
+                     m->module, (unsigned long long)st.nonfinite, (unsigned long long)st.first_bad);
+    return rc;
+}
+
+static int write_decoded(const ckpt *c, const dq_module *m, size_t out, ckpt_writer *w, ff_pool *pool, ff_err *e)
+{
+    int rc = check_finite(c, m, e);
+    uint64_t step = m->cols ? DQ_BATCH / (m->cols * 2) : 1;
+    step = step ? step : 1;
+    dq_batch b = {.c = c, .m = m, .t = malloc(sizeof(dq_table)), .buf = malloc(step * m->cols * 2 + 2)};
+    if (!rc && (!b.t || !b.buf))
+        rc = ff_fail(e, FF_EIO, "out of memory decoding %s", m->module);
+    if (!rc) {
+        float gs;
+        memcpy(&gs, ckpt_data(c, m->global), sizeof gs);
+        dq_table_init(b.t, gs);
+    }
+    size_t tasks = (size_t)pool_threads(pool);
+    for (b.row0 = 0; !rc && b.row0 < m->rows; b.row0 += b.rows) {
+        b.rows = m->rows - b.row0 < step ? m->rows - b.row0 : step;
+        b.per = (b.rows + tasks - 1) / tasks;
+        pool_run(pool, tasks, batch_task, &b);
+        rc = ckpt_writer_put_at(w, out, b.row0 * m->cols * 2, b.buf, b.rows * m->cols * 2, e);
+    }
+    free(b.t);
+    free(b.buf);
+    return rc;
+}
+
+static int write_kept(const ckpt *c, const ckpt_tensor *t, size_t out, ckpt_writer *w, ff_err *e)
+{
+    uint64_t n = t->st->end - t->st->begin;
     int rc = FF_OK;
+    for (uint64_t at = 0; !rc && at < n; at += DQ_PIECE) {
+        uint64_t k = n - at < DQ_PIECE ? n - at : DQ_PIECE;
+        rc = ckpt_writer_put_at(w, out, at, ckpt_data(c, t) + at, k, e);
+        dq_drop(c, t, at, k);
+    }
+    return rc;
+}
+
+static int write_items(const ckpt *c, const dq_job *j, ckpt_writer *w, const dequant_opts *o, ff_err *e)
+{
+    ff_pool *pool = pool_create(o->threads);
+    progress bar;
+    int rc = pool ? FF_OK : ff_fail(e, FF_EIO, "out of memory starting %d threads", o->threads);
+    uint64_t total = 0;
+    for (size_t i = 0; i < c->ntensors; i++)
+        total += c->tensors[i].st->end - c->tensors[i].st->begin;
+    progress_begin(&bar, total, o->progress);
     for (size_t i = 0; i < j->n && rc == FF_OK; i++) {
         const dq_item *it = &j->items[i];
-        if (!it->decoded) {
-            rc = ckpt_writer_put(w, i, ckpt_data(c, it->src), it->src->st->end - it->src->st->begin, e);
-            continue;
+        const dq_module *m = &it->mod;
+        rc = it->decoded ? write_decoded(c, m, i, w, pool, e) : write_kept(c, it->src, i, w, e);
+        if (it->decoded) {
+            dq_drop_whole(c, m->packed);
+            dq_drop_whole(c, m->scale);
+        } else {
+            dq_drop_whole(c, it->src);
         }
-        uint16_t *buf = malloc(j->outs[i].nbytes + 2);
-        dq_stats st;
-        if (!buf)
-            return ff_fail(e, FF_EIO, "out of memory decoding %s", it->mod.module);
-        rc = dq_decode(c, &it->mod, NULL, buf, &st, e);
-        /* the global scale was checked, so these come from NaN block scales */
-        if (!rc && st.nonfinite)
-            rc = ff_fail(e, FF_EIO, "%s: tensor %s: module %s decodes to %llu NaN/Inf values (first at element %llu): "
-                                    "NaN block scales", ckpt_path(c, it->mod.scale), it->mod.scale->st->name,
-                         it->mod.module, (unsigned long long)st.nonfinite, (unsigned long long)st.first_bad);
-        if (!rc)
-            rc = ckpt_writer_put(w, i, buf, j->outs[i].nbytes, e);
-        free(buf);
+        progress_add(&bar, it->decoded ? m->packed->st->end - m->packed->st->begin + m->scale->st->end -
+                                             m->scale->st->begin + 4 : it->src->st->end - it->src->st->begin,
+                     i + 1, j->n);
     }
+    progress_end(&bar);
+    pool_destroy(pool);
     return rc;
 }
 
@@ -211,7 +292,7 @@ int dequantize_run(const char *in, const char *out, const dequant_opts *o, ff_er
     if (!rc)
         rc = ckpt_writer_layout(w, j.outs, j.n, o->shard_size, e);
     if (!rc)
-        rc = write_items(&c, &j, w, e);
+        rc = write_items(&c, &j, w, o, e);
     if (!rc)
         rc = write_meta(&c, w, e);
     if (!rc)
