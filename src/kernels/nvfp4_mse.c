@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "nvfp4.h"
+#include "nvfp4_mse_simd.h"
+#include "nvfp4_simd.h"
 
 int nvfp4_obs_from_name(const char *name, nvfp4_obs *o)
 {
@@ -146,129 +148,99 @@ static float group_absmax(const float *x)
     return m;
 }
 
+/* One search's plan for the vector kernels, or -1 when they do not take it
+ * (not bf16, another norm than the table's, more steps than idx holds). */
+static int mse_plan(const nvfp4_obs *o, ff_dtype t, nvfp4_mse_plan *pl)
+{
+    if (t != FF_DT_BF16 || (float)o->norm != (float)pow_norm_tab || o->steps > NVFP4_MSE_MAX_STEPS)
+        return -1;
+    pthread_once(&pow_once, pow_init);
+    pl->pow = pow_bf16;
+    for (int i = 0; i < o->steps; i++)
+        pl->p[i] = (float)(1.0 - (double)i / o->grid);   /* as nvfp4_mse_candidate */
+    pl->expand = (float)o->expand;
+    pl->steps = o->steps;
+    pl->use_mask = nvfp4_obs_needs_mask(o);
+    return 0;
+}
+
+static nvfp4_mse_groups_fn groups_kernel(const char *name)
+{
 #if defined(__x86_64__)
-#include <immintrin.h>
-#define T5 __attribute__((target("avx512f,avx512bw,avx512vl")))
-#define INL __attribute__((always_inline)) inline
-
-static T5 INL __m512 rbf16_512(__m512 s)
-{
-    __m512i u = _mm512_castps_si512(s);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-    return _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u)));
+    if (!strcmp(name, "avx512") && nvfp4_cpu_avx512_ok())
+        return nvfp4_mse_groups_avx512;
+    if (!strcmp(name, "avx2") && nvfp4_cpu_avx2_ok())
+        return nvfp4_mse_groups_avx2;
+#else
+    (void)name;
+#endif
+    return NULL;
 }
 
-static T5 INL __m512 abs512(__m512 x)
+/* rows are whole 16-groups, so the block of rows is cols/16 * nrows groups */
+static void search_with(nvfp4_mse_groups_fn k, const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
+                        uint64_t nrows, const nvfp4_obs *o, uint64_t *mask, uint8_t *idx, uint64_t *any)
 {
-    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
-}
-
-/* nvfp4_fp4_code's magnitude (0..7) of |y| (see nvfp4_simd.c codes_512). */
-static T5 INL __m512i fp4_mag_512(__m512 a)
-{
-    __m512i u = _mm512_castps_si512(a);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 22), _mm512_set1_epi32(1));
-    u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x1fffff)));
-    __m512i m = _mm512_min_epu32(_mm512_sub_epi32(_mm512_srli_epi32(u, 22), _mm512_set1_epi32(252)),
-                                 _mm512_set1_epi32(7));
-    __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.0f), _CMP_LT_OQ);
-    __m512i ms = _mm512_cvt_roundps_epi32(_mm512_add_ps(a, a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    return _mm512_mask_mov_epi32(m, small, ms);
-}
-
-/* Sixteen groups at once, one per lane (bf16 only): the elements are
- * transposed so that each group's 16 errors are summed by vertical adds in
- * the scalar order, which keeps every rounding of the scalar search. */
-static T5 void search_bf16_512(const void *w, uint64_t e0, uint64_t ngroups, const nvfp4_obs *o, int use_mask,
-                               uint64_t *mask, uint8_t *idx, uint64_t *any)
-{
-    const __m512 grid = _mm512_setr_ps(0, .5f, 1, 1.5f, 2, 3, 4, 6, 0, 0, 0, 0, 0, 0, 0, 0);
-    const float top = ff_bf16_to_f32(0x7f7f), ex = (float)o->expand;
-    uint64_t acc_any = 0;
-    for (uint64_t g0 = 0; g0 < ngroups; g0 += 16) {
-        int lanes = ngroups - g0 < 16 ? (int)(ngroups - g0) : 16;
-        float xt[16][16] __attribute__((aligned(64)));
-        for (int g = 0; g < 16; g++)
-            for (int k = 0; k < 16; k++)
-                xt[k][g] = g < lanes ? ff_load_f32(w, FF_DT_BF16, e0 + (g0 + (uint64_t)g) * 16 + (uint64_t)k) : 0.0f;
-        __m512 x[16], amax = _mm512_setzero_ps();
-        for (int k = 0; k < 16; k++) {
-            x[k] = _mm512_load_ps(xt[k]);
-            amax = _mm512_max_ps(amax, abs512(x[k]));
-        }
-        __m512 A = rbf16_512(_mm512_mul_ps(amax, _mm512_set1_ps(ex)));
-        __m512 best = _mm512_set1_ps(top);
-        __m512i bidx = _mm512_setzero_si512();
-        uint64_t m[16] = {0};
-        for (int i = 0; i < o->steps; i++) {
-            float p = (float)(1.0 - (double)i / o->grid);
-            __m512 c = rbf16_512(_mm512_mul_ps(A, _mm512_set1_ps(p)));
-            __m512 sv = rbf16_512(_mm512_div_ps(c, _mm512_set1_ps(NVFP4_FP4_MAX)));
-            sv = _mm512_mask_mov_ps(sv, _mm512_cmp_ps_mask(sv, _mm512_setzero_ps(), _CMP_EQ_OQ),
-                                    _mm512_set1_ps(0x1p-7f));
-            __m512 acc = _mm512_setzero_ps();
-            for (int k = 0; k < 16; k++) {
-                __m512 y = rbf16_512(_mm512_div_ps(x[k], sv));
-                __m512 q = _mm512_permutexvar_ps(fp4_mag_512(abs512(y)), grid);
-                __mmask16 neg = _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_LT_OQ);
-                q = _mm512_mask_sub_ps(q, neg, _mm512_setzero_ps(), q);
-                __m512 d = rbf16_512(_mm512_mul_ps(q, sv));
-                __m512 diff = abs512(rbf16_512(_mm512_sub_ps(d, x[k])));
-                __m512i ix = _mm512_srli_epi32(_mm512_castps_si512(diff), 16);
-                acc = _mm512_add_ps(acc, _mm512_i32gather_ps(ix, pow_bf16, 4));
-            }
-            __m512 err = rbf16_512(acc);
-            __mmask16 imp = _mm512_cmp_ps_mask(err, best, _CMP_LT_OQ);
-            best = _mm512_mask_mov_ps(best, imp, err);
-            bidx = _mm512_mask_mov_epi32(bidx, imp, _mm512_set1_epi32(i));
-            if (use_mask && i < 64)
-                for (unsigned b = imp; b; b &= b - 1)
-                    m[__builtin_ctz(b)] |= 1ull << i;
-        }
-        int32_t bi[16];
-        _mm512_storeu_si512(bi, bidx);
-        for (int g = 0; g < lanes; g++) {
-            if (use_mask) {
-                mask[g0 + g] = m[g];
-                acc_any |= m[g];
-            } else {
-                idx[g0 + g] = (uint8_t)bi[g];
-            }
-        }
+    nvfp4_mse_plan pl;
+    if (!k || mse_plan(o, t, &pl)) {
+        nvfp4_mse_search_rows(w, t, cols, row0, nrows, o, mask, idx, any);
+        return;
     }
+    uint64_t acc_any = 0;
+    k((const uint16_t *)w + row0 * cols, nrows * (cols / NVFP4_GROUP), &pl, mask, idx, &acc_any, NULL);
     if (any)
         *any |= acc_any;
 }
 
-static int simd_ok(void)
+static void search_avx2(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
+                        const nvfp4_obs *o, uint64_t *mask, uint8_t *idx, uint64_t *any)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl");
+    search_with(groups_kernel("avx2"), w, t, cols, row0, nrows, o, mask, idx, any);
 }
-#endif
 
-int nvfp4_mse_search_simd_available(void)
+static void search_avx512(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
+                          const nvfp4_obs *o, uint64_t *mask, uint8_t *idx, uint64_t *any)
 {
-#if defined(__x86_64__)
-    return simd_ok();
-#else
-    return 0;
-#endif
+    search_with(groups_kernel("avx512"), w, t, cols, row0, nrows, o, mask, idx, any);
+}
+
+nvfp4_mse_search_fn nvfp4_mse_search_by_name(const char *name)
+{
+    if (!strcmp(name, "scalar"))
+        return nvfp4_mse_search_rows;
+    if (!groups_kernel(name))
+        return NULL;
+    return !strcmp(name, "avx512") ? search_avx512 : search_avx2;
 }
 
 void nvfp4_mse_search_rows_simd(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
                                 const nvfp4_obs *o, uint64_t *mask, uint8_t *idx, uint64_t *any)
 {
-#if defined(__x86_64__)
-    if (t == FF_DT_BF16 && (float)o->norm == (float)pow_norm_tab && simd_ok()) {
-        pthread_once(&pow_once, pow_init);
-        search_bf16_512(w, row0 * cols, nrows * (cols / NVFP4_GROUP), o, nvfp4_obs_needs_mask(o), mask, idx, any);
-        return;
+    nvfp4_mse_groups_fn k = groups_kernel("avx512");
+    search_with(k ? k : groups_kernel("avx2"), w, t, cols, row0, nrows, o, mask, idx, any);
+}
+
+int nvfp4_mse_errors_rows(const char *name, const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
+                          uint64_t nrows, const nvfp4_obs *o, float *err)
+{
+    uint64_t groups = nrows * (cols / NVFP4_GROUP);
+    if (!strcmp(name, "scalar")) {
+        for (uint64_t g = 0; g < groups; g++) {
+            float x[NVFP4_GROUP];
+            load_group(w, t, row0 * cols + g * NVFP4_GROUP, x);
+            float amax = group_absmax(x);
+            for (int i = 0; i < o->steps; i++)
+                err[g * (uint64_t)o->steps + (uint64_t)i] =
+                    nvfp4_mse_group_error(x, nvfp4_mse_candidate(o, t, amax, i), t, o);
+        }
+        return 0;
     }
-#endif
-    nvfp4_mse_search_rows(w, t, cols, row0, nrows, o, mask, idx, any);
+    nvfp4_mse_groups_fn k = groups_kernel(name);
+    nvfp4_mse_plan pl;
+    if (!k || mse_plan(o, t, &pl))
+        return -1;
+    k((const uint16_t *)w + row0 * cols, groups, &pl, NULL, NULL, NULL, err);
+    return 0;
 }
 
 void nvfp4_mse_search_rows(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
@@ -319,6 +291,27 @@ int nvfp4_mse_stop_step(const nvfp4_obs *o, uint64_t any)
     return o->steps - 1;
 }
 
+/* max|x| of the group at element base: bf16 from its bits (|bf16| orders
+ * as them; NaN bits count as 0, as the float loop's `a > m` skips NaN) */
+static float group_absmax_at(const void *w, ff_dtype t, uint64_t base)
+{
+    if (t != FF_DT_BF16) {
+        float x[NVFP4_GROUP];
+        load_group(w, t, base, x);
+        return group_absmax(x);
+    }
+    const unsigned char *b = (const unsigned char *)w + 2 * base;
+    uint16_t m = 0;
+    for (int i = 0; i < NVFP4_GROUP; i++) {
+        uint16_t h;
+        memcpy(&h, b + 2 * i, 2);
+        h &= 0x7fff;
+        h = h > 0x7f80 ? 0 : h;
+        m = h > m ? h : m;
+    }
+    return ff_bf16_to_f32(m);
+}
+
 float nvfp4_mse_choose_rows(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
                             const nvfp4_obs *o, const uint64_t *mask, const uint8_t *idx, int stop,
                             float *gamax)
@@ -328,8 +321,6 @@ float nvfp4_mse_choose_rows(const void *w, ff_dtype t, uint64_t cols, uint64_t r
     float top = 0.0f;
     for (uint64_t r = 0; r < nrows; r++)
         for (uint64_t g = 0; g < groups; g++) {
-            float x[NVFP4_GROUP];
-            load_group(w, t, (row0 + r) * cols + g * NVFP4_GROUP, x);
             int i = 0;
             if (mask) {
                 uint64_t m = mask[r * groups + g] & lim;
@@ -337,15 +328,15 @@ float nvfp4_mse_choose_rows(const void *w, ff_dtype t, uint64_t cols, uint64_t r
             } else {
                 i = idx[r * groups + g];
             }
-            float c = nvfp4_mse_candidate(o, t, group_absmax(x), i);
+            float c = nvfp4_mse_candidate(o, t, group_absmax_at(w, t, (row0 + r) * cols + g * NVFP4_GROUP), i);
             gamax[r * groups + g] = c;
             top = c > top ? c : top;
         }
     return top;
 }
 
-void nvfp4_quantize_rows_ranges(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
-                                float gs, const float *gamax, uint8_t *packed, uint8_t *scales)
+void nvfp4_quantize_rows_ranges_scalar(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
+                                       float gs, const float *gamax, uint8_t *packed, uint8_t *scales)
 {
     uint64_t groups = cols / NVFP4_GROUP;
     for (uint64_t r = 0; r < nrows; r++) {
@@ -364,4 +355,35 @@ void nvfp4_quantize_rows_ranges(const void *w, ff_dtype t, uint64_t cols, uint64
             }
         }
     }
+}
+
+/* The vector kernels assume what a search gives: finite ranges and a finite
+ * positive global scale (a range of inf, from max|x| * 1.8 overflowing, makes
+ * the scalar kernel's NaN scale, which min_ps would not copy). */
+static int ranges_vector_ok(float gs, const float *gamax, uint64_t n)
+{
+    if (!(gs > 0.0f && gs <= FLT_MAX))
+        return 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (!(gamax[i] <= FLT_MAX))
+            return 0;
+    return 1;
+}
+
+void nvfp4_quantize_rows_ranges(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
+                                float gs, const float *gamax, uint8_t *packed, uint8_t *scales)
+{
+#if defined(__x86_64__)
+    if (t == FF_DT_BF16 && ranges_vector_ok(gs, gamax, nrows * (cols / NVFP4_GROUP))) {
+        if (nvfp4_cpu_avx512_ok()) {
+            nvfp4_ranges_rows_avx512(w, cols, row0, nrows, gs, gamax, packed, scales);
+            return;
+        }
+        if (nvfp4_cpu_avx2_ok()) {
+            nvfp4_ranges_rows_avx2(w, cols, row0, nrows, gs, gamax, packed, scales);
+            return;
+        }
+    }
+#endif
+    nvfp4_quantize_rows_ranges_scalar(w, t, cols, row0, nrows, gs, gamax, packed, scales);
 }

@@ -12,7 +12,8 @@
  * keep the wider range). The search stops for the whole TENSOR when no group
  * improved in `patience` consecutive steps. The chosen ranges then replace
  * max|x| everywhere min/max used it: the global scale comes from their max
- * over the fused group, the fp8 scale from each. */
+ * over the fused group, the fp8 scale from each. The vector searches
+ * (nvfp4_mse_simd.h) reproduce every rounding of this arithmetic. */
 #ifndef FF_NVFP4_MSE_H
 #define FF_NVFP4_MSE_H
 
@@ -46,15 +47,29 @@ int nvfp4_obs_needs_mask(const nvfp4_obs *o);
 /* Searches rows [row0, row0+nrows) of a [rows, cols] matrix. With a mask
  * (nvfp4_obs_needs_mask): mask[g] gets bit i set when step i improved group g,
  * *any |= the OR of those masks. Otherwise idx[g] = the winning step. Both
- * outputs are indexed from row0 (cols/16 per row). */
+ * outputs are indexed from row0 (cols/16 per row). This is the scalar search,
+ * the one every other kernel is checked against. */
 void nvfp4_mse_search_rows(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
                            const nvfp4_obs *o, uint64_t *mask, uint8_t *idx, uint64_t *any);
 
-/* The same with AVX-512 (sixteen bf16 groups per vector, identical results);
- * falls back to the scalar search for other dtypes or CPUs. */
+/* A search kernel: nvfp4_mse_search_rows' contract and its exact results. */
+typedef void (*nvfp4_mse_search_fn)(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
+                                    const nvfp4_obs *o, uint64_t *mask, uint8_t *idx, uint64_t *any);
+
+/* The search of --kernel NAME ("scalar", "avx2", "avx512"), NULL if unknown
+ * or this CPU lacks it. The vector kernels take bf16 with norm 2.4 (every
+ * registered observer) and hand anything else to the scalar search. */
+nvfp4_mse_search_fn nvfp4_mse_search_by_name(const char *name);
+
+/* The fastest search this CPU runs (AVX-512, else AVX2, else scalar). */
 void nvfp4_mse_search_rows_simd(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
                                 const nvfp4_obs *o, uint64_t *mask, uint8_t *idx, uint64_t *any);
-int nvfp4_mse_search_simd_available(void);
+
+/* Tests: err[g * steps + i] = group g's rounded error at step i, as kernel
+ * NAME computes it (scalar: nvfp4_mse_group_error). Returns 0, or -1 when
+ * NAME is unknown or unsupported or the input is not what it searches. */
+int nvfp4_mse_errors_rows(const char *name, const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
+                          uint64_t nrows, const nvfp4_obs *o, float *err);
 
 /* The step the tensor-wide early stop ends at (inclusive), given the OR of
  * every group's improvement mask: llm-compressor's no_improve_count loop. */
@@ -73,8 +88,11 @@ float nvfp4_mse_candidate(const nvfp4_obs *o, ff_dtype t, float amax, int i);
 float nvfp4_mse_group_error(const float *x, float c, ff_dtype t, const nvfp4_obs *o);
 
 /* The min/max kernel's arithmetic with each group's range taken from gamax
- * (indexed from row0) instead of its max|x|. */
+ * (indexed from row0) instead of its max|x|; bf16 takes a vector kernel when
+ * the CPU has one (same bytes as the scalar one below). */
 void nvfp4_quantize_rows_ranges(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
                                 float gs, const float *gamax, uint8_t *packed, uint8_t *scales);
+void nvfp4_quantize_rows_ranges_scalar(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
+                                       float gs, const float *gamax, uint8_t *packed, uint8_t *scales);
 
 #endif

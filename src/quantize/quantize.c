@@ -83,7 +83,8 @@ typedef struct unit_job {
     void **owned;             /* per member: a transposed copy behind rows, or NULL */
     /* MSE observers only (obs != NULL): per member, per group */
     const nvfp4_obs *obs;
-    int obs_scalar;           /* --kernel scalar: the scalar search too */
+    nvfp4_mse_search_fn search; /* the search of --kernel's choice (the same bytes) */
+    int ranges_scalar;        /* --kernel scalar: the scalar ranges quantizer too */
     uint64_t **mask;          /* improvement masks (nvfp4_obs_needs_mask) */
     uint8_t **idx;            /* else the winning step */
     float **gamax;            /* the chosen range */
@@ -275,7 +276,7 @@ static void search_task(void *ctx, size_t t, int worker)
     const plan_member *m = &j->p->members[j->u->first + k];
     uint64_t r = j->task_row[t], g = r * (m->cols / NVFP4_GROUP);
     j->task_any[t] = 0;
-    (j->obs_scalar ? nvfp4_mse_search_rows : nvfp4_mse_search_rows_simd)(
+    j->search(
         j->rows[k], m->src->st->dtype, m->cols, r, task_rows(j, t), j->obs, j->mask[k] ? j->mask[k] + g : NULL,
         j->idx[k] ? j->idx[k] + g : NULL, &j->task_any[t]);
 }
@@ -300,8 +301,9 @@ static void quant_ranges_task(void *ctx, size_t t, int worker)
     uint64_t r = j->task_row[t];
     uint8_t *pk, *sc;
     task_outputs(j, t, worker, &pk, &sc);
-    nvfp4_quantize_rows_ranges(j->rows[k], m->src->st->dtype, m->cols, r, task_rows(j, t), j->gs,
-                               j->gamax[k] + r * (m->cols / NVFP4_GROUP), pk, sc);
+    (j->ranges_scalar ? nvfp4_quantize_rows_ranges_scalar : nvfp4_quantize_rows_ranges)(
+        j->rows[k], m->src->st->dtype, m->cols, r, task_rows(j, t), j->gs, j->gamax[k] + r * (m->cols / NVFP4_GROUP),
+        pk, sc);
     release_task_rows(j, t);
     stream_task_rows(j, t, worker, pk);
 }
@@ -641,13 +643,25 @@ static float observe_ranges(unit_job *j, ff_pool *pool)
     return top;
 }
 
+/* The search that goes with the min/max kernel --kernel chose, so that
+ * --kernel forces every vector path it names (the same bytes on each). */
+static nvfp4_mse_search_fn search_for(nvfp4_rows_fn kernel)
+{
+    nvfp4_mse_search_fn avx2 = nvfp4_mse_search_by_name("avx2");
+    if (kernel == nvfp4_quantize_rows_scalar)
+        return nvfp4_mse_search_rows;
+    if (kernel == nvfp4_quantize_rows_avx2 && avx2)
+        return avx2;
+    return nvfp4_mse_search_rows_simd;
+}
+
 /* Everything a unit needs before its amax pass; on failure the job holds nothing. */
 static int unit_prepare(unit_job *j, const ckpt *c, const plan *p, const plan_unit *u, nvfp4_rows_fn kernel,
                         const nvfp4_obs *obs, const quant_source *qs, ff_pool *pool, io_state *io, shard_set *ss,
                         ff_err *e)
 {
-    *j = (unit_job){.c = c, .p = p, .u = u, .kernel = kernel, .obs = obs,
-                    .obs_scalar = kernel == nvfp4_quantize_rows_scalar, .ss = ss, .q = io->q};
+    *j = (unit_job){.c = c, .p = p, .u = u, .kernel = kernel, .obs = obs, .search = search_for(kernel),
+                    .ranges_scalar = kernel == nvfp4_quantize_rows_scalar, .ss = ss, .q = io->q};
     if (plan_tasks(j, &io->arena) || (obs && obs_alloc(j))) {
         free_job(j);
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);

@@ -1,0 +1,419 @@
+/* AVX2 and AVX-512 kernels of the MSE observers (nvfp4_mse_simd.h says why
+ * their bytes are the scalar search's). One group per lane, so each group's
+ * sixteen errors are summed by vertical adds in the scalar order; the grid
+ * steps run one after another over 8 (AVX2) or 16 (AVX-512) groups.
+ *
+ * Why not fewer steps: the search scales R(c / 6) are bf16 values, not E4M3
+ * ones, and the 20 (mse) or 111 (expanded-mse) candidates give 20 and
+ * 95-109 distinct scales for every bf16 max|x| mantissa, so there is no
+ * repeated step to skip. What the thresholds save is the division and the
+ * E2M1 rounding of every element at every step. */
+#include "nvfp4_mse_simd.h"
+
+#include <string.h>
+
+#include "dtype.h"
+#include "nvfp4.h"
+#include "nvfp4_codes_simd.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define T2 __attribute__((target("avx2,fma")))
+#define T5 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define INL __attribute__((always_inline)) inline
+
+/* m_j of nvfp4_mse_simd.h (slot 0 unused) and the E2M1 magnitudes */
+static const float mse_mid[8] = {0.0f,           0.25f + 0x1p-10f, 0.75f - 0x1p-9f, 1.25f + 0x1p-8f,
+                                 1.75f - 0x1p-8f, 2.5f + 0x1p-7f,   3.5f - 0x1p-7f,  5.0f + 0x1p-6f};
+static const float mse_q[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+/* finfo(bfloat16).eps: what a zero local scale becomes (calculate_qparams) */
+#define BF16_EPS 0x1p-7f
+
+/* ---------------------------------------------------------------- AVX-512 */
+
+/* round to bf16 and back, RNE on the bits (ff_round_bf16 for non-NaN) */
+static T5 INL __m512 rbf16_512(__m512 s)
+{
+    __m512i u = _mm512_castps_si512(s);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+    return _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+/* r[k] lane g = r[g] lane k: unpack 32 and 64 transpose 4x4 blocks inside
+ * each 128-bit lane, two 128-bit shuffles move the blocks */
+static T5 INL void transpose16_512(__m512i r[16])
+{
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int c = 0; c < 4; c++) {
+        __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
+        __m512i v2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44), v3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
+        r[c] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+        r[4 + c] = _mm512_shuffle_i32x4(v0, v2, 0xdd);
+        r[8 + c] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+        r[12 + c] = _mm512_shuffle_i32x4(v1, v3, 0xdd);
+    }
+}
+
+/* ax[k] lane g = |element k of group g| as f32; groups from ng on read 0 */
+static T5 INL void load_groups_512(const uint16_t *p, unsigned ng, __m512 ax[16])
+{
+    __m512i r[16];
+    for (unsigned g = 0; g < 16; g++)
+        r[g] = g < ng ? _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p + 16 * g)))
+                      : _mm512_setzero_si512();
+    transpose16_512(r);
+    for (int k = 0; k < 16; k++)
+        ax[k] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_and_si512(r[k], _mm512_set1_epi32(0x7fff)), 16));
+}
+
+/* one element's error at one step: d = D[code] (the masks are nested, the
+ * last passed threshold wins), then pow of the bf16 bits of |R(|x| - d)| */
+static T5 INL __m512 elem_error_512(__m512 a, const __m512 *t, const __m512 *d, const float *pow)
+{
+    __m512 q = d[0];
+    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[1], _CMP_GT_OQ), d[1]);
+    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[2], _CMP_GE_OQ), d[2]);
+    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[3], _CMP_GT_OQ), d[3]);
+    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[4], _CMP_GE_OQ), d[4]);
+    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[5], _CMP_GT_OQ), d[5]);
+    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[6], _CMP_GE_OQ), d[6]);
+    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[7], _CMP_GT_OQ), d[7]);
+    __m512i u = _mm512_and_si512(_mm512_castps_si512(_mm512_sub_ps(a, q)), _mm512_set1_epi32(0x7fffffff));
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    u = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    return _mm512_i32gather_ps(u, pow, 4);
+}
+
+/* every step's rounded error of 16 groups: ev[i] lane g */
+static T5 void block_errors_512(const uint16_t *p, unsigned ng, const nvfp4_mse_plan *pl, __m512 *ev)
+{
+    __m512 ax[16], t[8], d[8];
+    load_groups_512(p, ng, ax);
+    __m512 amax = ax[0];
+    for (int k = 1; k < 16; k++)
+        amax = _mm512_max_ps(amax, ax[k]);
+    __m512 A = rbf16_512(_mm512_mul_ps(amax, _mm512_set1_ps(pl->expand)));
+    for (int i = 0; i < pl->steps; i++) {
+        __m512 c = rbf16_512(_mm512_mul_ps(A, _mm512_set1_ps(pl->p[i])));
+        __m512 s = rbf16_512(_mm512_div_ps(c, _mm512_set1_ps(NVFP4_FP4_MAX)));
+        s = _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, _mm512_setzero_ps(), _CMP_EQ_OQ), _mm512_set1_ps(BF16_EPS));
+        for (int j = 0; j < 8; j++) {
+            t[j] = _mm512_mul_ps(s, _mm512_set1_ps(mse_mid[j]));
+            d[j] = rbf16_512(_mm512_mul_ps(s, _mm512_set1_ps(mse_q[j])));   /* R(0 * inf) is NaN too */
+        }
+        __m512 acc = _mm512_setzero_ps();
+        for (int k = 0; k < 16; k++)
+            acc = _mm512_add_ps(acc, elem_error_512(ax[k], t, d, pl->pow));
+        ev[i] = rbf16_512(acc);
+    }
+}
+
+/* err < best, strictly, step by step: each group's improvement bits (steps
+ * below 64) or its last improvement, as the scalar search keeps them */
+static T5 void block_select_512(const __m512 *ev, unsigned ng, const nvfp4_mse_plan *pl, uint64_t *mask,
+                                uint8_t *idx, uint64_t *any)
+{
+    __m512 best = _mm512_set1_ps(ff_bf16_to_f32(0x7f7f));
+    __m512i bi = _mm512_setzero_si512(), lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+    for (int i = 0; i < pl->steps; i++) {
+        __mmask16 imp = _mm512_cmp_ps_mask(ev[i], best, _CMP_LT_OQ);
+        best = _mm512_mask_mov_ps(best, imp, ev[i]);
+        bi = _mm512_mask_mov_epi32(bi, imp, _mm512_set1_epi32(i));
+        if (i < 32)
+            lo = _mm512_mask_or_epi32(lo, imp, lo, _mm512_set1_epi32((int)(1u << i)));
+        else if (i < 64)
+            hi = _mm512_mask_or_epi32(hi, imp, hi, _mm512_set1_epi32((int)(1u << (i - 32))));
+    }
+    uint32_t b[16], l[16], h[16];
+    _mm512_storeu_si512(b, bi);
+    _mm512_storeu_si512(l, lo);
+    _mm512_storeu_si512(h, hi);
+    for (unsigned g = 0; g < ng; g++) {
+        if (pl->use_mask) {
+            mask[g] = l[g] | (uint64_t)h[g] << 32;
+            *any |= mask[g];
+        } else {
+            idx[g] = (uint8_t)b[g];
+        }
+    }
+}
+
+static T5 void groups_512(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_plan *pl, uint64_t *mask,
+                          uint8_t *idx, uint64_t *any, float *errs)
+{
+    __m512 ev[NVFP4_MSE_MAX_STEPS];
+    uint64_t acc_any = 0;
+    for (uint64_t g0 = 0; g0 < ngroups; g0 += 16) {
+        unsigned ng = ngroups - g0 < 16 ? (unsigned)(ngroups - g0) : 16;
+        block_errors_512(w + 16 * g0, ng, pl, ev);
+        if (!errs) {
+            block_select_512(ev, ng, pl, mask ? mask + g0 : NULL, idx ? idx + g0 : NULL, &acc_any);
+            continue;
+        }
+        float e[16];
+        for (int i = 0; i < pl->steps; i++) {
+            _mm512_storeu_ps(e, ev[i]);
+            for (unsigned g = 0; g < ng; g++)
+                errs[(g0 + g) * (uint64_t)pl->steps + (uint64_t)i] = e[g];
+        }
+    }
+    if (any)
+        *any |= acc_any;
+}
+
+/* ------------------------------------------------------------------- AVX2 */
+
+static T2 INL __m256 rbf16_256(__m256 s)
+{
+    __m256i u = _mm256_castps_si256(s);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    u = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    return _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+/* r[k] lane g = r[g] lane k for 8 rows of 8 (unpack 32, unpack 64, swap halves) */
+static T2 INL void transpose8_256(__m256i r[8])
+{
+    __m256i t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x20);
+        r[4 + c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x31);
+    }
+}
+
+/* ax[k] lane g = |element k of group g|; groups from ng on read 0 */
+static T2 INL void load_groups_256(const uint16_t *p, unsigned ng, __m256 ax[16])
+{
+    for (int half = 0; half < 2; half++) {
+        __m256i r[8];
+        for (unsigned g = 0; g < 8; g++)
+            r[g] = g < ng ? _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 16 * g + 8 * half)))
+                          : _mm256_setzero_si256();
+        transpose8_256(r);
+        for (int k = 0; k < 8; k++)
+            ax[8 * half + k] =
+                _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(r[k], _mm256_set1_epi32(0x7fff)), 16));
+    }
+}
+
+static T2 INL __m256 elem_error_256(__m256 a, const __m256 *t, const __m256 *d, const float *pow)
+{
+    __m256 q = d[0];
+    q = _mm256_blendv_ps(q, d[1], _mm256_cmp_ps(a, t[1], _CMP_GT_OQ));
+    q = _mm256_blendv_ps(q, d[2], _mm256_cmp_ps(a, t[2], _CMP_GE_OQ));
+    q = _mm256_blendv_ps(q, d[3], _mm256_cmp_ps(a, t[3], _CMP_GT_OQ));
+    q = _mm256_blendv_ps(q, d[4], _mm256_cmp_ps(a, t[4], _CMP_GE_OQ));
+    q = _mm256_blendv_ps(q, d[5], _mm256_cmp_ps(a, t[5], _CMP_GT_OQ));
+    q = _mm256_blendv_ps(q, d[6], _mm256_cmp_ps(a, t[6], _CMP_GE_OQ));
+    q = _mm256_blendv_ps(q, d[7], _mm256_cmp_ps(a, t[7], _CMP_GT_OQ));
+    __m256i u = _mm256_and_si256(_mm256_castps_si256(_mm256_sub_ps(a, q)), _mm256_set1_epi32(0x7fffffff));
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    u = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    return _mm256_i32gather_ps(pow, u, 4);
+}
+
+static T2 void block_errors_256(const uint16_t *p, unsigned ng, const nvfp4_mse_plan *pl, __m256 *ev)
+{
+    __m256 ax[16], t[8], d[8];
+    load_groups_256(p, ng, ax);
+    __m256 amax = ax[0];
+    for (int k = 1; k < 16; k++)
+        amax = _mm256_max_ps(amax, ax[k]);
+    __m256 A = rbf16_256(_mm256_mul_ps(amax, _mm256_set1_ps(pl->expand)));
+    for (int i = 0; i < pl->steps; i++) {
+        __m256 c = rbf16_256(_mm256_mul_ps(A, _mm256_set1_ps(pl->p[i])));
+        __m256 s = rbf16_256(_mm256_div_ps(c, _mm256_set1_ps(NVFP4_FP4_MAX)));
+        s = _mm256_blendv_ps(s, _mm256_set1_ps(BF16_EPS), _mm256_cmp_ps(s, _mm256_setzero_ps(), _CMP_EQ_OQ));
+        for (int j = 0; j < 8; j++) {
+            t[j] = _mm256_mul_ps(s, _mm256_set1_ps(mse_mid[j]));
+            d[j] = rbf16_256(_mm256_mul_ps(s, _mm256_set1_ps(mse_q[j])));
+        }
+        __m256 acc = _mm256_setzero_ps();
+        for (int k = 0; k < 16; k++)
+            acc = _mm256_add_ps(acc, elem_error_256(ax[k], t, d, pl->pow));
+        ev[i] = rbf16_256(acc);
+    }
+}
+
+static T2 void block_select_256(const __m256 *ev, unsigned ng, const nvfp4_mse_plan *pl, uint64_t *mask,
+                                uint8_t *idx, uint64_t *any)
+{
+    __m256 best = _mm256_set1_ps(ff_bf16_to_f32(0x7f7f));
+    __m256i bi = _mm256_setzero_si256(), lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+    for (int i = 0; i < pl->steps; i++) {
+        __m256 imp = _mm256_cmp_ps(ev[i], best, _CMP_LT_OQ);
+        __m256i impi = _mm256_castps_si256(imp);
+        best = _mm256_blendv_ps(best, ev[i], imp);
+        bi = _mm256_blendv_epi8(bi, _mm256_set1_epi32(i), impi);
+        if (i < 32)
+            lo = _mm256_or_si256(lo, _mm256_and_si256(impi, _mm256_set1_epi32((int)(1u << i))));
+        else if (i < 64)
+            hi = _mm256_or_si256(hi, _mm256_and_si256(impi, _mm256_set1_epi32((int)(1u << (i - 32)))));
+    }
+    uint32_t b[8], l[8], h[8];
+    _mm256_storeu_si256((__m256i *)b, bi);
+    _mm256_storeu_si256((__m256i *)l, lo);
+    _mm256_storeu_si256((__m256i *)h, hi);
+    for (unsigned g = 0; g < ng; g++) {
+        if (pl->use_mask) {
+            mask[g] = l[g] | (uint64_t)h[g] << 32;
+            *any |= mask[g];
+        } else {
+            idx[g] = (uint8_t)b[g];
+        }
+    }
+}
+
+static T2 void groups_256(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_plan *pl, uint64_t *mask,
+                          uint8_t *idx, uint64_t *any, float *errs)
+{
+    __m256 ev[NVFP4_MSE_MAX_STEPS];
+    uint64_t acc_any = 0;
+    for (uint64_t g0 = 0; g0 < ngroups; g0 += 8) {
+        unsigned ng = ngroups - g0 < 8 ? (unsigned)(ngroups - g0) : 8;
+        block_errors_256(w + 16 * g0, ng, pl, ev);
+        if (!errs) {
+            block_select_256(ev, ng, pl, mask ? mask + g0 : NULL, idx ? idx + g0 : NULL, &acc_any);
+            continue;
+        }
+        float e[8];
+        for (int i = 0; i < pl->steps; i++) {
+            _mm256_storeu_ps(e, ev[i]);
+            for (unsigned g = 0; g < ng; g++)
+                errs[(g0 + g) * (uint64_t)pl->steps + (uint64_t)i] = e[g];
+        }
+    }
+    if (any)
+        *any |= acc_any;
+}
+
+/* -------------------------------------------------- quantizing with ranges */
+
+/* scales_512 / scales_256 of nvfp4_simd.c for bf16: R(range / 6) * gs,
+ * min 448, RNE to e4m3 (3 mantissa bits on the f32 bits, rint(s * 512) / 512
+ * below 2^-6), 0 -> 0.125; eff = s8 / gs. */
+static T5 INL __m512i scales_512(__m512 amax, __m512 gsv, __m512 *eff)
+{
+    return scales_from_512(rbf16_512(_mm512_div_ps(amax, _mm512_set1_ps(NVFP4_FP4_MAX))), gsv, eff);
+}
+
+
+static T5 void ranges_row_512(const uint16_t *w, uint64_t groups, float gs, const float *gamax, uint8_t *pk,
+                              uint8_t *sc)
+{
+    __m512 gsv = _mm512_set1_ps(gs);
+    for (uint64_t g0 = 0; g0 < groups; g0 += 16) {
+        unsigned ng = groups - g0 < 16 ? (unsigned)(groups - g0) : 16;
+        __mmask16 live = (__mmask16)((1u << ng) - 1);
+        float ef[16];
+        __m512 eff;
+        __m512i code = scales_512(_mm512_maskz_loadu_ps(live, gamax + g0), gsv, &eff);
+        _mm512_storeu_ps(ef, eff);
+        _mm512_mask_cvtepi32_storeu_epi8(sc + g0, live, code);
+        for (unsigned g = 0; g < ng; g++) {
+            __m256i h = _mm256_loadu_si256((const __m256i *)(w + (g0 + g) * 16));
+            __m512 x = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+            codes_512(x, _mm512_set1_ps(ef[g]), pk + (g0 + g) * 8);
+        }
+    }
+}
+
+static T2 INL __m256i scales_256(__m256 amax, __m256 gsv, __m256 *eff)
+{
+    __m256 s = _mm256_mul_ps(rbf16_256(_mm256_div_ps(amax, _mm256_set1_ps(NVFP4_FP4_MAX))), gsv);
+    s = _mm256_min_ps(s, _mm256_set1_ps(NVFP4_FP8_MAX));
+    __m256 sub = _mm256_cmp_ps(s, _mm256_set1_ps(0x1p-6f), _CMP_LT_OQ);
+    __m256 rs = _mm256_round_ps(_mm256_mul_ps(s, _mm256_set1_ps(0x1p9f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256i u = _mm256_castps_si256(s);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 20), _mm256_set1_epi32(1));
+    u = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7ffff)));
+    u = _mm256_and_si256(u, _mm256_set1_epi32((int)0xfff00000u));
+    __m256i code = _mm256_sub_epi32(_mm256_srli_epi32(u, 20), _mm256_set1_epi32(960));
+    __m256 v = _mm256_blendv_ps(_mm256_castsi256_ps(u), _mm256_mul_ps(rs, _mm256_set1_ps(0x1p-9f)), sub);
+    code = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(code),
+                                                 _mm256_castsi256_ps(_mm256_cvtps_epi32(rs)), sub));
+    __m256 zero = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_EQ_OQ);
+    v = _mm256_blendv_ps(v, _mm256_set1_ps(NVFP4_ZERO_SCALE), zero);
+    code = _mm256_castps_si256(_mm256_blendv_ps(
+        _mm256_castsi256_ps(code), _mm256_castsi256_ps(_mm256_set1_epi32(E4M3_ZERO_SCALE_CODE)), zero));
+    *eff = _mm256_div_ps(v, gsv);
+    return code;
+}
+
+static T2 INL __m256 load8_bf16(const uint16_t *p)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+static T2 void ranges_row_256(const uint16_t *w, uint64_t groups, float gs, const float *gamax, uint8_t *pk,
+                              uint8_t *sc)
+{
+    __m256 gsv = _mm256_set1_ps(gs);
+    for (uint64_t g0 = 0; g0 < groups; g0 += 8) {
+        unsigned ng = groups - g0 < 8 ? (unsigned)(groups - g0) : 8;
+        float ga[8] = {0}, ef[8];
+        int32_t cd[8];
+        memcpy(ga, gamax + g0, ng * sizeof *ga);
+        __m256 eff;
+        _mm256_storeu_si256((__m256i *)cd, scales_256(_mm256_loadu_ps(ga), gsv, &eff));
+        _mm256_storeu_ps(ef, eff);
+        for (unsigned g = 0; g < ng; g++) {
+            const uint16_t *x = w + (g0 + g) * 16;
+            sc[g0 + g] = (uint8_t)cd[g];
+            codes_256(load8_bf16(x), load8_bf16(x + 8), _mm256_set1_ps(ef[g]), pk + (g0 + g) * 8);
+        }
+    }
+}
+
+void nvfp4_ranges_rows_avx512(const uint16_t *w, uint64_t cols, uint64_t row0, uint64_t nrows, float gs,
+                              const float *gamax, uint8_t *packed, uint8_t *scales)
+{
+    uint64_t groups = cols / NVFP4_GROUP;
+    for (uint64_t r = 0; r < nrows; r++)
+        ranges_row_512(w + (row0 + r) * cols, groups, gs, gamax + r * groups,
+                       packed + r * (cols / 2), scales + r * groups);
+}
+
+void nvfp4_ranges_rows_avx2(const uint16_t *w, uint64_t cols, uint64_t row0, uint64_t nrows, float gs,
+                            const float *gamax, uint8_t *packed, uint8_t *scales)
+{
+    uint64_t groups = cols / NVFP4_GROUP;
+    for (uint64_t r = 0; r < nrows; r++)
+        ranges_row_256(w + (row0 + r) * cols, groups, gs, gamax + r * groups,
+                       packed + r * (cols / 2), scales + r * groups);
+}
+
+void nvfp4_mse_groups_avx512(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_plan *pl, uint64_t *mask,
+                             uint8_t *idx, uint64_t *any, float *errs)
+{
+    groups_512(w, ngroups, pl, mask, idx, any, errs);
+}
+
+void nvfp4_mse_groups_avx2(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_plan *pl, uint64_t *mask,
+                           uint8_t *idx, uint64_t *any, float *errs)
+{
+    groups_256(w, ngroups, pl, mask, idx, any, errs);
+}
+#endif
