@@ -23,6 +23,31 @@ static CODES_T2 __m256 abs256(__m256 x)
     return _mm256_castsi256_ps(_mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff)));
 }
 
+/* Eight groups' scales from their rounded amax / 6 (the caller rounds as
+ * its dtype or observer does): e4m3 codes and the f32 value eff = s8/gs. */
+static CODES_T2 __m256i scales_from_256(__m256 s6, __m256 gsv, __m256 *eff)
+{
+    __m256 s = _mm256_mul_ps(s6, gsv);
+    s = _mm256_min_ps(s, _mm256_set1_ps(NVFP4_FP8_MAX));
+    __m256 sub = _mm256_cmp_ps(s, _mm256_set1_ps(0x1p-6f), _CMP_LT_OQ);
+    __m256 rs = _mm256_round_ps(_mm256_mul_ps(s, _mm256_set1_ps(0x1p9f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256i u = _mm256_castps_si256(s);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 20), _mm256_set1_epi32(1));
+    u = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7ffff)));
+    u = _mm256_and_si256(u, _mm256_set1_epi32((int)0xfff00000u));
+    __m256i code = _mm256_sub_epi32(_mm256_srli_epi32(u, 20), _mm256_set1_epi32(960));
+    __m256 v = _mm256_blendv_ps(_mm256_castsi256_ps(u), _mm256_mul_ps(rs, _mm256_set1_ps(0x1p-9f)), sub);
+    code = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(code),
+                                                 _mm256_castsi256_ps(_mm256_cvtps_epi32(rs)), sub));
+    __m256 zero = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_EQ_OQ);
+    v = _mm256_blendv_ps(v, _mm256_set1_ps(NVFP4_ZERO_SCALE), zero);
+    code = _mm256_castps_si256(_mm256_blendv_ps(
+        _mm256_castsi256_ps(code), _mm256_castsi256_ps(_mm256_set1_epi32(E4M3_ZERO_SCALE_CODE)), zero));
+    *eff = _mm256_div_ps(v, gsv);
+    return code;
+}
+
 /* Eight codes as i32: RNE onto the E2M1 grid exactly as codes_512 does
  * (|y| < 1: rint(2|y|); else one mantissa bit rounded on the f32 bits,
  * (bits >> 22) - 252 capped at 7, which also sends Inf/NaN to 7). The

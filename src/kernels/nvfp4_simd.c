@@ -143,25 +143,7 @@ static T2 INL __m256 round_to_256(__m256 s, ff_dtype t)
 
 static T2 INL __m256i scales_256(__m256 amax, __m256 gsv, ff_dtype t, __m256 *eff)
 {
-    __m256 s = _mm256_mul_ps(round_to_256(_mm256_div_ps(amax, _mm256_set1_ps(NVFP4_FP4_MAX)), t), gsv);
-    s = _mm256_min_ps(s, _mm256_set1_ps(NVFP4_FP8_MAX));
-    __m256 sub = _mm256_cmp_ps(s, _mm256_set1_ps(0x1p-6f), _CMP_LT_OQ);
-    __m256 rs = _mm256_round_ps(_mm256_mul_ps(s, _mm256_set1_ps(0x1p9f)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256i u = _mm256_castps_si256(s);
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 20), _mm256_set1_epi32(1));
-    u = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7ffff)));
-    u = _mm256_and_si256(u, _mm256_set1_epi32((int)0xfff00000u));
-    __m256i code = _mm256_sub_epi32(_mm256_srli_epi32(u, 20), _mm256_set1_epi32(960));
-    __m256 v = _mm256_blendv_ps(_mm256_castsi256_ps(u), _mm256_mul_ps(rs, _mm256_set1_ps(0x1p-9f)), sub);
-    code = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(code),
-                                                 _mm256_castsi256_ps(_mm256_cvtps_epi32(rs)), sub));
-    __m256 zero = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_EQ_OQ);
-    v = _mm256_blendv_ps(v, _mm256_set1_ps(NVFP4_ZERO_SCALE), zero);
-    code = _mm256_castps_si256(_mm256_blendv_ps(
-        _mm256_castsi256_ps(code), _mm256_castsi256_ps(_mm256_set1_epi32(E4M3_ZERO_SCALE_CODE)), zero));
-    *eff = _mm256_div_ps(v, gsv);
-    return code;
+    return scales_from_256(round_to_256(_mm256_div_ps(amax, _mm256_set1_ps(NVFP4_FP4_MAX)), t), gsv, eff);
 }
 
 /* Max of each of 8 vectors, lane g of the result = max of a[g]: the
