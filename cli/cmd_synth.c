@@ -36,7 +36,7 @@ static const cli_opt options[] = {
     {"--shard-size", "SIZE", "target shard size (default 5GB)"},
     {"--threads", "N", "threads filling weights (the bytes do not depend on it)"},
     {"--sparse", NULL, "headers and file sizes only (zeros, no disk used): plan/fit at real size"},
-    {"--source", "bf16|fp8-block", "bf16 (default) or fp8-block: decoder Linears as F8_E4M3 + weight_scale_inv per 128x128 block"},
+    {"--source", "bf16|fp8-block|int4|mxfp4", "bf16 (default); fp8-block: decoder Linears as F8_E4M3 + weight_scale_inv per 128x128 block (DeepSeek-V3); int4: routed experts as compressed-tensors pack-quantized, group 32 (Kimi-K2.5); mxfp4: decoder Linears as compressed-tensors mxfp4-pack-quantized"},
     {"--force", NULL, "replace OUT_DIR if it exists"},
     {NULL, NULL, NULL},
 };
@@ -110,10 +110,13 @@ int cmd_synth(const cli_args *args)
         return cmd_report("synth", &e);
     synth_opts so = {.force = cli_flag(&a, "--force"), .sparse = cli_flag(&a, "--sparse")};
     const char *source = cli_get(&a, "--source") ? cli_get(&a, "--source") : "bf16";
-    if (strcmp(source, "fp8-block") == 0)
-        so.fp8_block = 1;
-    else if (strcmp(source, "bf16") != 0) {
-        ff_fail(&e, FF_EUSAGE, "unknown --source %s (bf16|fp8-block)", source);
+    static const char *const sources[] = {"bf16", "fp8-block", "int4", "mxfp4"};
+    so.source = (synth_source)-1;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(source, sources[i]) == 0)
+            so.source = (synth_source)i;
+    if ((int)so.source < 0) {
+        ff_fail(&e, FF_EUSAGE, "unknown --source %s (bf16|fp8-block|int4|mxfp4)", source);
         return cmd_report("synth", &e);
     }
     if (cli_shard_size(&a, &so.shard_size, &e) || cli_threads(&a, &so.threads, &e))

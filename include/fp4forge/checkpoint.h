@@ -63,6 +63,13 @@ static inline const char *ckpt_path(const ckpt *c, const ckpt_tensor *t)
  * processor configs travel with every checkpoint fp4forge writes. config.json
  * too when with_config (callers that rewrite it pass 0). */
 int ckpt_copy_aux(const char *in_dir, const char *out_dir, int with_config, ff_err *e);
+/* A second table over tensors that live in c's files (a decoded view of a
+ * quantized source): view->tensors (malloc'd, view->ntensors of them) are
+ * set by the caller; view borrows c's dir, config and files (c must outlive
+ * it) and gets its own lookup table. ckpt_view_close frees the tensors and
+ * the table, nothing of c. */
+int ckpt_view_open(ckpt *view, const ckpt *c, ff_err *e);
+void ckpt_view_close(ckpt *view);
 /* The text model's config: text_config when present, else the top level. */
 const json_t *ckpt_text_config(const ckpt *c);
 

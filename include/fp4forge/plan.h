@@ -82,16 +82,13 @@ typedef struct plan {
     int nviolations;
     char *arch_class;                  /* "dense" / "moe" */
     int layers, experts, has_vision;
-    /* An FP8-block source (src/io/fp8_block.h): the plan is built over a
-     * view of the checkpoint's tensors in which each F8_E4M3 weight with a
-     * weight_scale_inv reads as BF16 (its scale belongs to it and has no
-     * output); the executor decodes such a tensor unit by unit. NULL when
-     * the source has none. */
-    ckpt_tensor *fp8_view;             /* ntensors entries, members point here */
-    st_tensor *fp8_st;                 /* the BF16 headers of the view */
-    const ckpt_tensor **fp8_scale;     /* per tensor index: its scale, or NULL */
-    const ckpt *fp8_src;               /* the checkpoint the view is over */
-    int64_t fp8_weights;               /* FP8-block weights decoded */
+    /* A source its vendor quantized (FP8-block, compressed-tensors INT4 or
+     * MXFP4; src/io/qsource.h): the plan is built over a view of the
+     * checkpoint in which each stored weight reads as one BF16 "<mod>.weight"
+     * (its scales and shape belong to it and have no output); the executor
+     * decodes such a weight unit by unit. NULL for an unquantized source. */
+    struct qs_view *src_view;
+    int64_t src_weights;               /* stored weights decoded */
 } plan;
 
 /* Builds the plan. Returns FF_EPLAN (with the first violation in e) when an
@@ -99,10 +96,9 @@ typedef struct plan {
  * plan_free it whatever this returns. */
 int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e);
 void plan_free(plan *p);
-/* When t (a tensor a plan item or member reads) is the BF16 view of an
- * FP8-block weight: the stored F8_E4M3 tensor, with its scale in *scale
- * (scale may be NULL). Else NULL. */
-const ckpt_tensor *plan_fp8_source(const plan *p, const ckpt_tensor *t, const ckpt_tensor **scale);
+/* When t (a tensor a plan item or member reads) is decoded from a stored
+ * weight of a quantized source: that weight (src/io/qsource.h), else NULL. */
+const struct qs_weight *plan_source_weight(const plan *p, const ckpt_tensor *t);
 /* Source bytes a unit reads. */
 uint64_t plan_unit_bytes_in(const plan *p, const plan_unit *u);
 /* The member's [rows, cols] weight in its source dtype: a pointer into

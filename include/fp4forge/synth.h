@@ -10,14 +10,21 @@
 #include "family.h"
 #include "ff_err.h"
 
+/* --source: bf16, or a vendor's quantized layout (the config gets its
+ * quantization_config):
+ *   FP8_BLOCK: decoder Linears ("*_proj" / w1-w3 under model.layers.) as
+ *     F8_E4M3 + F32 weight_scale_inv per 128x128 block, as DeepSeek-V3;
+ *   INT4: routed experts only as compressed-tensors pack-quantized (I32
+ *     weight_packed, BF16 weight_scale per 32, weight_shape), as Kimi-K2.5;
+ *   MXFP4: the FP8 set as compressed-tensors mxfp4-pack-quantized. */
+typedef enum { SYNTH_BF16 = 0, SYNTH_FP8_BLOCK, SYNTH_INT4, SYNTH_MXFP4 } synth_source;
+
 typedef struct synth_opts {
     uint64_t shard_size;
     int threads;          /* filling weights; the bytes do not depend on it */
     int force;            /* replace an existing OUT */
     int sparse;           /* headers and file sizes only: the data reads as zeros and takes no disk */
-    int fp8_block;        /* --source fp8-block: decoder Linears ("*_proj.weight" under model.layers.)
-                             stored F8_E4M3 + F32 weight_scale_inv per 128x128 block, and the
-                             config's quantization_config {quant_method: fp8, ...}, as DeepSeek-V3 */
+    synth_source source;  /* --source: how the decoder's Linears are stored */
 } synth_opts;
 
 /* A preset (a family's --arch value) at "tiny" or "real" size; sets its family. */

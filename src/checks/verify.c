@@ -8,7 +8,7 @@
 
 #include "checkpoint.h"
 #include "decode.h"
-#include "fp8_block.h"
+#include "qsource.h"
 #include "fsutil.h"
 #include "inspect.h"
 #include "jsonio.h"
@@ -826,13 +826,14 @@ static int open_all(vctx *v, const char *out_dir, ff_err *e)
         rc = insp_build(&v->qi, &v->q, e);
     if (!rc && v->o->against) {
         rc = ckpt_open(&v->s, v->o->against, 1, e);
-        const char *fp8_why;
-        if (rc == FF_OK && fp8b_config(v->s.config, &fp8_why) == 1) {
+        qs_format qf;
+        char why[400], name[96];
+        if (rc == FF_OK && qs_config(v->s.config, &qf, why, sizeof why) == 1) {
             /* its plan reads a decoded view the checks below do not decode */
             ckpt_close(&v->s);
-            rc = ff_fail(e, FF_EUSAGE, "%s: --against an FP8-block source is not supported; verify against its "
-                                       "decoded bf16 copy (fp4forge quantize SRC DEC --ignore '.*' --allow-partial)",
-                         v->o->against);
+            rc = ff_fail(e, FF_EUSAGE, "%s: --against a %s source is not supported; verify against its decoded bf16 "
+                                       "copy (fp4forge quantize SRC DEC --ignore '.*' --allow-partial)",
+                         v->o->against, qs_format_name(&qf, name, sizeof name));
         }
         v->have_src = rc == FF_OK;
         if (v->have_src) {

@@ -22,6 +22,7 @@
     X(minimax_m2)          \
     X(glm4_moe_lite)       \
     X(deepseek_v32)        \
+    X(kimi_k25)            \
     /* end of the table */
 
 #define DECLARE_FAMILY(name) extern const ff_family ff_family_##name;

@@ -16,6 +16,7 @@
 #include "dtype.h"
 #include "fsutil.h"
 #include "synth_list.h"
+#include "synth_source.h"
 #include "threadpool.h"
 #include "writer_int.h"
 
@@ -126,86 +127,41 @@ static void fill_chunk(void *ctx, size_t c)
     }
 }
 
-/* --source fp8-block: which tensors are stored FP8 (DeepSeek-V3's and
- * MiniMax-M2's published layouts: every decoder-layer projection and expert
- * w1/w2/w3, not the router, the embeddings, the norms or lm_head). */
-static int is_fp8(const synth_tensor *t)
+/* A tensor the source stores quantized: its bf16 values whole, then
+ * encoded (src/families/synth_source.c). */
+static int write_encoded(const synth_tensor *t, ckpt_writer *w, size_t out, ff_pool *pool, uint64_t seed,
+                         synth_source src, ff_err *e)
 {
-    size_t n = strlen(t->name);
-    if (t->ndim != 2 || strncmp(t->name, "model.layers.", 13) != 0 || n < 8 || strcmp(t->name + n - 7, ".weight") != 0)
-        return 0;
-    const char *last = t->name + n - 8;   /* the module's own name component */
-    while (last > t->name && *last != '.')
-        last--;
-    const char *proj = strstr(last, "proj");   /* q_a_proj, kv_a_proj_with_mqa, eh_proj, ... */
-    int w123 = last[0] == '.' && last[1] == 'w' && last[2] >= '1' && last[2] <= '3' && last[3] == '.';
-    return w123 || (proj && proj < t->name + n - 7);
-}
-
-#define FP8_BLK 128
-
-/* One FP8-block tensor: its bf16 values (the same generator), then per
- * 128x128 block (edge blocks partial) scale = amax / 448 (1 for an all-zero
- * block), q = e4m3(w / scale), weight_scale_inv = scale: what
- * tests/conformance/t_deepseek_fp8.py does with torch. */
-static int write_fp8(const synth_tensor *t, shard_set *ss, size_t out, ff_pool *pool, uint64_t seed, ff_err *e)
-{
-    uint64_t N = (uint64_t)t->shape[0], K = (uint64_t)t->shape[1], total = N * K;
-    uint64_t sr = (N + FP8_BLK - 1) / FP8_BLK, sc = (K + FP8_BLK - 1) / FP8_BLK;
-    uint16_t *w = malloc(total * 2 + 1);
-    uint8_t *q = malloc(total + 1);
-    float *s = malloc(sr * sc * sizeof *s + 1);
-    int rc = w && q && s ? FF_OK : ff_fail(e, FF_EIO, "out of memory");
-    for (uint64_t first = 0; rc == FF_OK && first < total; first += BLOCK) {
+    uint64_t total = numel(t);
+    uint16_t *buf = malloc(total * 2 + 1);
+    if (!buf)
+        return ff_fail(e, FF_EIO, "out of memory");
+    for (uint64_t first = 0; first < total; first += BLOCK) {
         fill_job j = {.t = t, .seed = hash_name(t->name, seed), .first = first,
-                      .n = total - first < BLOCK ? total - first : BLOCK, .buf = w + first};
+                      .n = total - first < BLOCK ? total - first : BLOCK, .buf = buf + first};
         pool_run(pool, (j.n + CHUNK - 1) / CHUNK, fill_chunk, &j);
     }
-    for (uint64_t br = 0; rc == FF_OK && br < sr; br++)
-        for (uint64_t bc = 0; bc < sc; bc++) {
-            uint64_t r1 = (br + 1) * FP8_BLK < N ? (br + 1) * FP8_BLK : N;
-            uint64_t c1 = (bc + 1) * FP8_BLK < K ? (bc + 1) * FP8_BLK : K;
-            float amax = 0.0f;
-            for (uint64_t r = br * FP8_BLK; r < r1; r++)
-                for (uint64_t c = bc * FP8_BLK; c < c1; c++) {
-                    float v = fabsf(ff_bf16_to_f32(w[r * K + c]));
-                    amax = v > amax ? v : amax;
-                }
-            float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
-            s[br * sc + bc] = scale;
-            for (uint64_t r = br * FP8_BLK; r < r1; r++)
-                for (uint64_t c = bc * FP8_BLK; c < c1; c++) {
-                    float v = ff_bf16_to_f32(w[r * K + c]) / scale;
-                    v = v > 448.0f ? 448.0f : v < -448.0f ? -448.0f : v;
-                    q[r * K + c] = ff_f32_to_e4m3(v);
-                }
-        }
-    if (rc == FF_OK) {
-        size_t k = ss->out_shard[out];
-        rc = st_pwrite_all(ss->fds[k], ss->paths[k], q, total, ss->out_abs[out], e);
-        ss->bytes_written += total;
-    }
-    if (rc == FF_OK) {
-        size_t k = ss->out_shard[out + 1];
-        rc = st_pwrite_all(ss->fds[k], ss->paths[k], s, sr * sc * sizeof *s, ss->out_abs[out + 1], e);
-        ss->bytes_written += sr * sc * sizeof *s;
-    }
-    free(w);
-    free(q);
-    free(s);
+    int rc = synth_source_write(src, t, buf, w, out, e);
+    free(buf);
     return rc;
 }
 
-static int write_tensors(const synth_list *l, shard_set *ss, ff_pool *pool, uint64_t seed, int fp8, ff_err *e)
+static int write_tensors(const synth_list *l, ckpt_writer *w, ff_pool *pool, uint64_t seed, synth_source src,
+                         ff_err *e)
 {
     uint16_t *buf = malloc((size_t)BLOCK * 2);
     if (!buf)
         return ff_fail(e, FF_EIO, "out of memory");
+    shard_set *ss = ckpt_writer_shards(w);
     int rc = FF_OK;
-    size_t out = 0;   /* output index of tensor i (an FP8 one is two outputs) */
-    for (size_t i = 0; i < l->n && rc == FF_OK; out++, i++) {
-        if (fp8 && is_fp8(&l->t[i])) {
-            rc = write_fp8(&l->t[i], ss, out++, pool, seed, e);
+    size_t out = 0;   /* output index of tensor i (a quantized one is 2 or 3 outputs) */
+    for (size_t i = 0; i < l->n && rc == FF_OK; i++) {
+        st_out parts[SYNTH_MAX_PARTS];
+        char names[SYNTH_MAX_PARTS][SYNTH_PART_NAME];
+        size_t np = synth_source_parts(src, &l->t[i], parts, names);
+        if (np) {
+            rc = write_encoded(&l->t[i], w, out, pool, seed, src, e);
+            out += np;
             continue;
         }
         uint64_t total = numel(&l->t[i]);
@@ -218,6 +174,7 @@ static int write_tensors(const synth_list *l, shard_set *ss, ff_pool *pool, uint
             rc = st_pwrite_all(ss->fds[k], ss->paths[k], buf, j.n * 2, ss->out_abs[out] + off, e);
             ss->bytes_written += j.n * 2;
         }
+        out++;
     }
     free(buf);
     return rc;
@@ -236,30 +193,23 @@ int synth_write(const ff_family *fam, const synth_geom *g, const char *out_dir, 
 {
     synth_list l = {0};
     int rc = fam->synth_tensors(g, &l, e);
-    st_out *outs = rc ? NULL : calloc(l.n ? 2 * l.n : 1, sizeof *outs);
-    char (*scale_names)[192] = rc || !o->fp8_block ? NULL : calloc(l.n ? l.n : 1, sizeof *scale_names);
-    if (!rc && (!outs || (o->fp8_block && !scale_names)))
+    st_out *outs = rc ? NULL : calloc(l.n ? SYNTH_MAX_PARTS * l.n : 1, sizeof *outs);
+    char (*names)[SYNTH_MAX_PARTS][SYNTH_PART_NAME] = rc || !o->source ? NULL : calloc(l.n ? l.n : 1, sizeof *names);
+    if (!rc && (!outs || (o->source && !names)))
         rc = ff_fail(e, FF_EIO, "out of memory");
     size_t nouts = 0;
     for (size_t i = 0; !rc && i < l.n; i++) {
+        size_t np = o->source ? synth_source_parts(o->source, &l.t[i], outs + nouts, names[i]) : 0;
+        if (np) {
+            nouts += np;
+            continue;
+        }
         st_out *x = &outs[nouts++];
         x->name = l.t[i].name;
         x->dtype = FF_DT_BF16;
         x->ndim = l.t[i].ndim;
         memcpy(x->shape, l.t[i].shape, sizeof l.t[i].shape);
         x->nbytes = numel(&l.t[i]) * 2;
-        if (!o->fp8_block || !is_fp8(&l.t[i]))
-            continue;
-        x->dtype = FF_DT_F8_E4M3;
-        x->nbytes = numel(&l.t[i]);
-        st_out *y = &outs[nouts++];
-        snprintf(scale_names[i], sizeof scale_names[i], "%.*s_scale_inv", (int)sizeof l.t[i].name, l.t[i].name);
-        y->name = scale_names[i];
-        y->dtype = FF_DT_F32;
-        y->ndim = 2;
-        y->shape[0] = (l.t[i].shape[0] + FP8_BLK - 1) / FP8_BLK;
-        y->shape[1] = (l.t[i].shape[1] + FP8_BLK - 1) / FP8_BLK;
-        y->nbytes = (uint64_t)y->shape[0] * (uint64_t)y->shape[1] * 4;
     }
     ckpt_writer *w = NULL;
     ff_pool *pool = NULL;
@@ -271,20 +221,13 @@ int synth_write(const ff_family *fam, const synth_geom *g, const char *out_dir, 
         rc = size_sparse(ckpt_writer_shards(w), e);
     } else if (!rc) {
         pool = pool_create(o->threads);
-        rc = write_tensors(&l, ckpt_writer_shards(w), pool, g->seed, o->fp8_block, e);
+        rc = write_tensors(&l, w, pool, g->seed, o->source, e);
     }
     json_t *cfg = rc ? NULL : fam->synth_config(g);
-    if (cfg && o->fp8_block) {
-        /* DeepSeek-V3's published quantization_config */
-        json_t *q = json_object(), *bs = json_array();
-        json_object_set_new(q, "activation_scheme", json_string("dynamic"));
-        json_object_set_new(q, "fmt", json_string("e4m3"));
-        json_object_set_new(q, "quant_method", json_string("fp8"));
-        json_array_append_new(bs, json_integer(FP8_BLK));
-        json_array_append_new(bs, json_integer(FP8_BLK));
-        json_object_set_new(q, "weight_block_size", bs);
-        json_object_set_new(cfg, "quantization_config", q);
-    }
+    json_t *qc = cfg && o->source ? synth_source_qconfig(o->source) : NULL;
+    json_t *text = cfg ? json_object_get(cfg, "text_config") : NULL;
+    if (qc)   /* a multimodal model's goes with its text model, as Kimi-K2.5 ships it */
+        json_object_set_new(json_is_object(text) ? text : cfg, "quantization_config", qc);
     if (!rc)
         rc = cfg ? ckpt_writer_close(w, cfg, NULL, 0, e) : ff_fail(e, FF_EIO, "out of memory");
     json_decref(cfg);
@@ -295,7 +238,7 @@ int synth_write(const ff_family *fam, const synth_geom *g, const char *out_dir, 
     ckpt_writer_free(w);
     pool_destroy(pool);
     free(outs);
-    free(scale_names);
+    free(names);
     free(l.t);
     return rc;
 }

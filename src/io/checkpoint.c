@@ -329,6 +329,25 @@ void ckpt_close(ckpt *c)
     memset(c, 0, sizeof *c);
 }
 
+int ckpt_view_open(ckpt *view, const ckpt *c, ff_err *e)
+{
+    view->dir = c->dir;
+    view->config = c->config;
+    view->files = c->files;
+    view->nfiles = c->nfiles;
+    view->total_bytes = 0;
+    for (size_t i = 0; i < view->ntensors; i++)
+        view->total_bytes += view->tensors[i].st->end - view->tensors[i].st->begin;
+    return build_hash(view, e);
+}
+
+void ckpt_view_close(ckpt *view)
+{
+    free(view->tensors);
+    free(view->hash);
+    memset(view, 0, sizeof *view);
+}
+
 const json_t *ckpt_text_config(const ckpt *c)
 {
     json_t *t = json_object_get(c->config, "text_config");

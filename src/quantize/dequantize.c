@@ -9,7 +9,7 @@
 
 #include "checkpoint.h"
 #include "decode.h"
-#include "fp8_block.h"
+#include "qsource.h"
 #include "fsutil.h"
 #include "progress.h"
 #include "shards.h"
@@ -49,7 +49,7 @@ static const char *not_nvfp4(const ckpt *c, char *buf, size_t n)
 {
     const json_t *q = c->config ? json_object_get(c->config, "quantization_config") : NULL;
     const char *method = json_string_value(json_object_get(q, "quant_method"));
-    const char *fmt = json_string_value(json_object_get(q, "format")), *why;
+    const char *fmt = json_string_value(json_object_get(q, "format"));
     size_t modules = 0, fp8 = 0;
     char mod[1024];
     for (size_t i = 0; i < c->ntensors; i++) {
@@ -57,9 +57,13 @@ static const char *not_nvfp4(const ckpt *c, char *buf, size_t n)
         modules += dq_module_of(t->name, mod, sizeof mod) != NULL;
         fp8 += t->dtype == FF_DT_F8_E4M3 && dq_part(c, t->name) == DQ_PART_NONE;
     }
-    if (fp8b_config(c->config, &why) == 1)
+    qs_format qf;
+    char qwhy[300], qname[96];
+    if (qs_config(c->config, &qf, qwhy, sizeof qwhy) == 1 && qf.kind == QS_FP8_BLOCK)
         snprintf(buf, n, "an FP8-block checkpoint (quant_method fp8: %zu F8_E4M3 weights with weight_scale_inv; "
                          "fp4forge quantize reads it as it is)", fp8);
+    else if (qf.kind)
+        snprintf(buf, n, "a %s checkpoint (fp4forge quantize reads it as it is)", qs_format_name(&qf, qname, sizeof qname));
     else if (method && strcmp(method, "compressed-tensors") != 0)
         snprintf(buf, n, "a '%s' checkpoint (its quantization_config's quant_method)", method);
     else if (fmt && strcmp(fmt, "nvfp4-pack-quantized") != 0)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fp8_block.h"
+#include "qsource.h"
 #include "jsonio.h"
 #include "nvfp4.h"
 
@@ -135,13 +136,16 @@ static int add_out(plan *p, const char *name, const char *suffix, ff_dtype dt, i
     return -1;
 }
 
-/* Bytes an element takes as stored: the dtype's, or 1 for an FP8-block
- * weight read through the BF16 view. */
-static size_t stored_esz(const ckpt_tensor *t)
+/* Bytes elems elements of t take as stored: the dtype's size each, or
+ * less for a quantized weight read through the BF16 view (1 for FP8, half
+ * and a bit for INT4 and MXFP4). */
+static uint64_t stored_bytes(const ckpt_tensor *t, uint64_t elems)
 {
     uint64_t numel = st_numel(t->st), stored = t->st->end - t->st->begin;
-    size_t esz = ff_dtype_size(t->st->dtype);
-    return numel && stored / numel < esz ? (size_t)(stored / numel) : esz;
+    uint64_t esz = ff_dtype_size(t->st->dtype);
+    if (!numel || stored >= numel * esz)
+        return elems * esz;
+    return (uint64_t)((double)elems * (double)stored / (double)numel);
 }
 
 /* The three tensors a quantized module is written as. */
@@ -170,7 +174,7 @@ static int add_member(plan *p, const ckpt_tensor *src, uint64_t row0, uint64_t r
     }
     plan_family_stat *fs = fam_stat(p, family);
     fs->quantized++;
-    uint64_t in = rows * cols * stored_esz(src);
+    uint64_t in = stored_bytes(src, rows * cols);
     uint64_t out = rows * cols / 2 + rows * cols / NVFP4_GROUP + 4;
     fs->bytes_in += in;
     fs->bytes_out += out;
@@ -201,8 +205,8 @@ static int ignore_kept_experts(plan *p, const ckpt_tensor *t, const ff_rule *r)
 static int add_keep(plan *p, const ckpt_tensor *t, const char *family, const decision *d)
 {
     plan_item it = {.kind = ITEM_KEEP, .src = t};
-    /* a kept FP8-block weight is written decoded, as bf16 */
-    uint64_t nb = plan_fp8_source(p, t, NULL) ? st_numel(t->st) * 2 : t->st->end - t->st->begin;
+    /* a kept stored weight of a quantized source is written decoded, as bf16 */
+    uint64_t nb = plan_source_weight(p, t) ? st_numel(t->st) * 2 : t->st->end - t->st->begin;
     if (add_out(p, t->st->name, NULL, t->st->dtype, t->st->ndim, t->st->shape, nb, &it.out))
         return -1;
     plan_family_stat *fs = fam_stat(p, family);
@@ -342,7 +346,7 @@ static int decide_input_scales(plan *p, const ckpt *c, const ff_matcher *am, con
         const ckpt_tensor *w = input_scale_weight(c, c->tensors[i].st->name);
         if (!w)
             continue;
-        d[i].drop = d[w - c->tensors].role != ROLE_KEEP || plan_fp8_source(p, w, NULL);
+        d[i].drop = d[w - c->tensors].role != ROLE_KEEP || plan_source_weight(p, w);
         dropped += d[i].drop;
         int rc = d[i].drop ? FF_OK : decide_one(p, c, am, o, ign, only, &c->tensors[i], &d[i], e);
         if (rc)
@@ -359,8 +363,6 @@ static int decide(plan *p, const ckpt *c, const ff_matcher *am, const plan_opts 
 {
     for (size_t i = 0; i < c->ntensors; i++) {
         const char *name = c->tensors[i].st->name;
-        if (p->fp8_view && fp8b_is_scale(p->fp8_src, name))
-            continue;   /* belongs to its FP8 weight: decoded with it, no output */
         if (input_scale_weight(c, name))
             continue;
         int rc = decide_one(p, c, am, o, ign, only, &c->tensors[i], &d[i], e);
@@ -510,7 +512,7 @@ static int emit(plan *p, const ckpt *c, decision *d, ff_err *e)
     int rc = done && next ? 0 : -1;
     for (size_t i = 0; i < c->ntensors && rc == 0; i++) {
         const ckpt_tensor *t = &c->tensors[i];
-        if (done[i] || d[i].drop || (p->fp8_view && fp8b_is_scale(p->fp8_src, t->st->name)))
+        if (done[i] || d[i].drop)
             continue;
         decision *x = &d[i];
         const char *family = x->rule ? x->rule->group : "other";
@@ -593,47 +595,35 @@ static int check_scale_inv(const ckpt *c, ff_err *e)
     return FF_OK;
 }
 
-/* The BF16 view of an FP8-block checkpoint: the table's tensors with each
- * FP8-block weight's header copied and retyped BF16 (its byte range stays
- * the stored F8_E4M3 one, which read-ahead advises). */
-static int fp8_view_build(plan *p, const ckpt *c, ff_err *e)
+/* The BF16 view of a quantized source (src/io/qsource.h). */
+static int source_view_build(plan *p, const ckpt *c, const qs_format *f, ff_err *e)
 {
-    size_t n = c->ntensors ? c->ntensors : 1;
-    p->fp8_view = malloc(n * sizeof *p->fp8_view);
-    p->fp8_st = malloc(n * sizeof *p->fp8_st);
-    p->fp8_scale = calloc(n, sizeof *p->fp8_scale);
-    if (!p->fp8_view || !p->fp8_st || !p->fp8_scale)
+    p->src_view = calloc(1, sizeof *p->src_view);
+    if (!p->src_view)
         return ff_fail(e, FF_EIO, "out of memory while planning");
-    p->fp8_src = c;
-    for (size_t i = 0; i < c->ntensors; i++) {
-        p->fp8_view[i] = c->tensors[i];
-        const ckpt_tensor *s;
-        int rc = fp8b_scale_of(c, &c->tensors[i], &s, e);
-        if (rc)
-            return rc;
-        if (!s)
-            continue;
-        p->fp8_st[i] = *c->tensors[i].st;
-        p->fp8_st[i].dtype = FF_DT_BF16;
-        p->fp8_view[i].st = &p->fp8_st[i];
-        p->fp8_scale[i] = s;
-        p->fp8_weights++;
-    }
-    return FF_OK;
+    int rc = qs_view_build(p->src_view, c, f, e);
+    p->src_weights = p->src_view->nweights;
+    return rc;
 }
 
-const ckpt_tensor *plan_fp8_source(const plan *p, const ckpt_tensor *t, const ckpt_tensor **scale)
+const qs_weight *plan_source_weight(const plan *p, const ckpt_tensor *t)
 {
-    if (scale)
-        *scale = NULL;
-    if (!p->fp8_view || t < p->fp8_view || t >= p->fp8_view + p->fp8_src->ntensors)
-        return NULL;
-    size_t i = (size_t)(t - p->fp8_view);
-    if (!p->fp8_scale[i])
-        return NULL;
-    if (scale)
-        *scale = p->fp8_scale[i];
-    return &p->fp8_src->tensors[i];
+    return qs_weight_of(p->src_view, t);
+}
+
+/* The config's quantization_config: none, a source the view decodes, or a
+ * refusal that names what fp4forge does not decode. */
+static int source_format(const ckpt *c, qs_format *f, ff_err *e)
+{
+    char why[400];
+    int q = qs_config(c->config, f, why, sizeof why);
+    if (q >= 0)
+        return FF_OK;
+    const char *method = jsonio_str(qs_config_object(c->config), "quant_method", "?");
+    if (strcmp(method, "fp8") == 0)
+        return ff_fail(e, FF_EIO, "%s/config.json: an FP8 quantization_config fp4forge does not decode: %s", c->dir, why);
+    return ff_fail(e, FF_EIO, "%s/config.json: a %s quantization_config fp4forge does not decode: %s", c->dir, method,
+                   why);
 }
 
 int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
@@ -651,24 +641,18 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
         return ff_fail(e, FF_EIO, "%s/config.json: model_type '%s' is not a family fp4forge knows (%s)",
                        c->dir, jsonio_str(c->config, "model_type", "?"), known);
     }
-    const char *fp8_why;
-    int fp8 = fp8b_config(c->config, &fp8_why);
-    if (fp8 < 0 && strcmp(jsonio_str(json_object_get(c->config, "quantization_config"), "quant_method", ""), "fp8") == 0)
-        return ff_fail(e, FF_EIO, "%s/config.json: an FP8 quantization_config fp4forge does not decode: %s", c->dir, fp8_why);
-    if (fp8 < 0)
-        return ff_fail(e, FF_EIO, "%s/config.json: already has a quantization_config (input must be unquantized)", c->dir);
-    int rc = p->fam->expect(c->config, &p->expect, e);
+    qs_format qf;
+    int rc = source_format(c, &qf, e);
     if (rc)
+        return rc;
+    if ((rc = p->fam->expect(c->config, &p->expect, e)))
         return ff_wrap(e, "%s/", c->dir);
     if ((rc = check_scale_inv(c, e)))
         return rc;
-    ckpt view;
-    if (fp8 > 0) {
-        if ((rc = fp8_view_build(p, c, e)))
+    if (qf.kind) {
+        if ((rc = source_view_build(p, c, &qf, e)))
             return rc;
-        view = *c;
-        view.tensors = p->fp8_view;
-        c = &view;   /* decisions and members read the view */
+        c = &p->src_view->ck;   /* decisions and members read the view */
     }
     ff_matcher am;
     if ((rc = ff_matcher_init(&am, p->fam, c->config, e)))
@@ -750,9 +734,9 @@ void plan_free(plan *p)
     free(p->outs);
     free(p->ignore);
     free(p->arch_class);
-    free(p->fp8_view);
-    free(p->fp8_st);
-    free(p->fp8_scale);
+    if (p->src_view)
+        qs_view_free(p->src_view);
+    free(p->src_view);
     memset(p, 0, sizeof *p);
 }
 
@@ -761,7 +745,7 @@ uint64_t plan_unit_bytes_in(const plan *p, const plan_unit *u)
     uint64_t n = 0;
     for (size_t k = 0; k < u->count; k++) {
         const plan_member *m = &p->members[u->first + k];
-        n += m->rows * m->cols * stored_esz(m->src);
+        n += stored_bytes(m->src, m->rows * m->cols);
     }
     return n;
 }
@@ -791,8 +775,7 @@ const uint8_t *plan_member_rows(const plan_member *m, const uint8_t *base, void 
 
 void plan_member_span(const plan_member *m, uint64_t *lo, uint64_t *hi)
 {
-    size_t esz = stored_esz(m->src);   /* 1 for an FP8-block weight read as BF16 */
     uint64_t width = m->transposed ? m->stride : m->cols, nrows = m->transposed ? m->cols : m->rows;
-    *lo = m->src->st->begin + m->row0 * width * esz;
-    *hi = *lo + nrows * width * esz;
+    *lo = m->src->st->begin + stored_bytes(m->src, m->row0 * width);
+    *hi = *lo + stored_bytes(m->src, nrows * width);
 }

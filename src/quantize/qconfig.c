@@ -47,6 +47,11 @@ json_t *qconfig_build(const plan *p)
 json_t *qconfig_apply_observer(const json_t *config, const plan *p, const char *observer)
 {
     json_t *c = json_deep_copy(config);
+    /* a source's own (Kimi-K2.5 keeps its INT4 one in text_config) would be
+     * read by the loaders that fall back to text_config: it goes */
+    json_t *text = json_object_get(c, "text_config");
+    if (json_is_object(text))
+        json_object_del(text, "quantization_config");
     if (c && json_object_set_new(c, "quantization_config", build(p, observer)) == 0)
         return c;
     json_decref(c);

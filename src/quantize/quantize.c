@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fp8_block.h"
+#include "qsource.h"
 #include "fsutil.h"
 #include "jsonio.h"
 #include "nvfp4.h"
@@ -587,20 +587,20 @@ static int slots_error(io_state *io, ff_err *e)
 /* Lets the quant_source replace each member's source bytes. */
 static int load_members(unit_job *j, const quant_source *qs, ff_pool *pool, ff_err *e)
 {
-    if (!qs && !j->p->fp8_view)
+    if (!qs && !j->p->src_view)
         return FF_OK;
     j->data = calloc(j->u->count, sizeof *j->data);
     if (!j->data)
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", j->p->members[j->u->first].module);
     int rc = FF_OK;
     for (size_t k = 0; k < j->u->count && rc == FF_OK; k++) {
-        const ckpt_tensor *src = j->p->members[j->u->first + k].src, *scale;
-        /* an FP8-block weight: decoded to the reference bf16 for this unit only */
-        const ckpt_tensor *f8 = plan_fp8_source(j->p, src, &scale);
+        const ckpt_tensor *src = j->p->members[j->u->first + k].src;
+        /* a quantized source's weight: decoded to the reference bf16 for this unit only */
+        const qs_weight *sw = plan_source_weight(j->p, src);
         uint16_t *dec = NULL;
-        if (f8 && (rc = fp8b_decode_tensor(j->c, f8, scale, pool, &dec, e)) == FF_OK)
+        if (sw && (rc = qs_decode(j->c, j->p->src_view, sw, pool, &dec, e)) == FF_OK)
             j->data[k] = dec;
-        else if (!f8 && qs)
+        else if (!sw && qs)
             rc = qs->load(qs->ctx, src, &j->data[k], e);
     }
     return rc;
@@ -680,7 +680,7 @@ static int unit_prepare(unit_job *j, const ckpt *c, const plan *p, const plan_un
 static int can_ride(const plan *p, const plan_unit *u, nvfp4_rows_fn kernel, const nvfp4_obs *obs,
                     const quant_source *qs)
 {
-    if (obs || qs || p->fp8_view || !nvfp4_side_ok(kernel))
+    if (obs || qs || p->src_view || !nvfp4_side_ok(kernel))
         return 0;
     uint64_t elems = 0;
     for (size_t k = 0; k < u->count; k++) {
@@ -968,15 +968,15 @@ static int write_keep(const ckpt *c, const plan *p, const plan_item *it, const q
 {
     void *buf = NULL;
     uint16_t *dec = NULL;
-    const ckpt_tensor *scale, *f8 = plan_fp8_source(p, it->src, &scale);
-    if (f8 && fp8b_decode_tensor(c, f8, scale, NULL, &dec, e))
-        return e->code;   /* a kept FP8-block weight is written as the reference bf16 */
+    const qs_weight *sw = plan_source_weight(p, it->src);
+    if (sw && qs_decode(c, p->src_view, sw, NULL, &dec, e))
+        return e->code;   /* a kept stored weight is written as the reference bf16 */
     buf = dec;
-    if (!f8 && qs && qs->load(qs->ctx, it->src, &buf, e))
+    if (!sw && qs && qs->load(qs->ctx, it->src, &buf, e))
         return e->code;
     keep_job k = {.src = buf ? buf : ckpt_data(c, it->src),
-                  .bytes = f8 ? st_numel(it->src->st) * 2 : it->src->st->end - it->src->st->begin,
-                  .dtype = f8 ? FF_DT_BF16 : it->src->st->dtype, .out = it->out, .ss = ss, .slots = io->slots,
+                  .bytes = sw ? st_numel(it->src->st) * 2 : it->src->st->end - it->src->st->begin,
+                  .dtype = sw ? FF_DT_BF16 : it->src->st->dtype, .out = it->out, .ss = ss, .slots = io->slots,
                   .write_mu = &io->write_mu, .mapped = !buf};
     k.esz = elem_size(k.dtype);
     /* one thread writes and quantizes in turn anyway: queueing saves nothing */
@@ -1062,13 +1062,13 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
 }
 
 /* The refusals that need no write: a kernel this CPU cannot run, a LoRA
- * adapter on an FP8 source, OUT the input. */
+ * adapter on a quantized source, OUT the input. */
 static int refusals(const ckpt *c, const plan *p, const char *out_dir, const quant_opts *o, ff_err *e)
 {
     if (o->kernel && !nvfp4_kernel_by_name(o->kernel))
         return ff_fail(e, FF_EUSAGE, "kernel %s is unknown or this CPU cannot run it", o->kernel);
-    if (o->source && p->fp8_view)
-        return ff_fail(e, FF_EUSAGE, "%s: an FP8-block source cannot take a LoRA adapter in the same pass", c->dir);
+    if (o->source && p->src_view)
+        return ff_fail(e, FF_EUSAGE, "%s: a quantized source cannot take a LoRA adapter in the same pass", c->dir);
     if (out_dir && fs_same(out_dir, c->dir))
         return ff_fail(e, FF_EUSAGE, "%s: output folder is the input folder", out_dir);
     return FF_OK;

@@ -1,0 +1,31 @@
+/* compressed-tensors `pack-quantized` INT4 weights (W4A16, symmetric, one
+ * scale per group of columns: Kimi-K2.5/K2.6's routed experts), decoded bit
+ * for bit as compressed-tensors 0.19's PackedQuantizationCompressor
+ * .decompress then the model's cast to bf16:
+ *   unpack_from_int32: value i of a row is bits [4i mod 32, +4) of the row's
+ *     word i/8 (rows padded to whole words), minus 8;
+ *   dequantize: q.to(scale.dtype) * scale, in the scale's dtype (torch
+ *     multiplies in f32 and rounds once to that dtype), group g = columns
+ *     [g*group, (g+1)*group);
+ *   from_pretrained(dtype=bfloat16) then casts that to bf16 (RNE).
+ * So a BF16 scale gives bf16(q * s) (the f32 product is exact), an F32
+ * scale bf16(f32(q * s)), an F16 scale bf16(f16(q * s)). */
+#ifndef FF_CT_INT_H
+#define FF_CT_INT_H
+
+#include <stdint.h>
+
+#include "dtype.h"
+
+#define CTINT_BITS 4
+
+/* Words a row of K values takes. */
+static inline uint64_t ctint_row_words(uint64_t K) { return (K * CTINT_BITS + 31) / 32; }
+
+/* Rows [r0, r0 + n) of a [N, K] weight: packed I32 words (row-major,
+ * ctint_row_words(K) a row), scales of dtype sd ([N, K / group]), into out
+ * (n * K bf16). Unaligned input is fine: both are read through memcpy. */
+void ctint_decode_rows(const uint8_t *packed, const uint8_t *scales, ff_dtype sd, uint64_t K, uint64_t group,
+                       uint64_t r0, uint64_t n, uint16_t *out);
+
+#endif

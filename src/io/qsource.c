@@ -1,0 +1,436 @@
+#include "qsource.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ct_int.h"
+#include "fp8_block.h"
+#include "jsonio.h"
+#include "mxfp4.h"
+#include "threadpool.h"
+
+#define CT_INT_FMT "pack-quantized"
+#define CT_MXFP4_FMT "mxfp4-pack-quantized"
+
+/* ---- quantization_config ---------------------------------------------------- */
+
+static int refuse(char *why, size_t n, const char *fmt, const char *group, const char *what)
+{
+    snprintf(why, n, fmt, group, what);
+    return -1;
+}
+
+/* One weights block a decoder knows: each key is checked, none assumed. */
+static int ct_weights(const json_t *w, const char *gname, int mx, qs_format *f, char *why, size_t n)
+{
+    if (!json_is_object(w))
+        return refuse(why, n, "config_groups.%s.weights is missing%s", gname, "");
+    const char *type = jsonio_str(w, "type", ""), *strategy = jsonio_str(w, "strategy", "");
+    json_int_t bits = json_integer_value(json_object_get(w, "num_bits"));
+    json_int_t group = json_integer_value(json_object_get(w, "group_size"));
+    const json_t *sym = json_object_get(w, "symmetric"), *act = json_object_get(w, "actorder");
+    if (strcmp(type, mx ? "float" : "int") != 0)
+        return refuse(why, n, "config_groups.%s.weights.type is '%s'", gname, type);
+    if (bits != 4)
+        return refuse(why, n, "config_groups.%s.weights.num_bits is not 4%s: fp4forge decodes 4-bit weights only",
+                      gname, "");
+    if (sym && !json_is_true(sym))
+        return refuse(why, n, "config_groups.%s.weights.symmetric is false%s: asymmetric weights (zero points) are "
+                              "not decoded", gname, "");
+    if (strcmp(strategy, "group") != 0)
+        return refuse(why, n, "config_groups.%s.weights.strategy is '%s', not group", gname, strategy);
+    if (mx ? group != MXFP4_GROUP : group <= 0 || group % 8 != 0 || group > 1 << 20)
+        return refuse(why, n, "config_groups.%s.weights.group_size is not one fp4forge decodes%s (MXFP4: 32; INT4: a "
+                              "positive multiple of 8)", gname, "");
+    if (json_is_true(json_object_get(w, "dynamic")))
+        return refuse(why, n, "config_groups.%s.weights.dynamic is true%s: no stored scales", gname, "");
+    const char *order = json_string_value(act);
+    if (act && !json_is_null(act) && (!order || (strcmp(order, "static") != 0 && strcmp(order, "weight") != 0)))
+        return refuse(why, n, "config_groups.%s.weights.actorder is '%s': activation-ordered groups (weight_g_idx) "
+                              "are not decoded", gname, order ? order : "?");
+    f->kind = mx ? QS_CT_MXFP4 : QS_CT_INT;
+    f->bits = 4;
+    f->group = (int)group;
+    return 1;
+}
+
+/* Every config group in one format fp4forge decodes, with one group size. */
+static int ct_config(const json_t *q, qs_format *f, char *why, size_t n)
+{
+    const char *global = jsonio_str(q, "format", NULL);
+    const json_t *groups = json_object_get(q, "config_groups"), *sp = json_object_get(q, "sparsity_config");
+    if (sp && !json_is_null(sp) && json_object_size(sp))
+        return refuse(why, n, "a sparsity_config%s%s (sparse sources are not decoded)", "", "");
+    if (!json_is_object(groups) || json_object_size(groups) == 0)
+        return refuse(why, n, "no config_groups%s%s", "", "");
+    const char *key;
+    const json_t *g;
+    qs_format first = {0};
+    json_object_foreach((json_t *)groups, key, g) {
+        const char *fmt = jsonio_str(g, "format", global);
+        if (!fmt)
+            return refuse(why, n, "config_groups.%s has no format%s", key, "");
+        int mx = strcmp(fmt, CT_MXFP4_FMT) == 0;
+        if (!mx && strcmp(fmt, CT_INT_FMT) != 0)
+            return refuse(why, n, strcmp(fmt, "nvfp4-pack-quantized") == 0
+                                      ? "config_groups.%s is already %s: nothing to quantize"
+                                      : "config_groups.%s has format '%s' (decoded: " CT_INT_FMT ", " CT_MXFP4_FMT ")",
+                          key, fmt);
+        qs_format one = {0};
+        if (ct_weights(json_object_get(g, "weights"), key, mx, &one, why, n) < 0)
+            return -1;
+        if (first.kind && (one.kind != first.kind || one.group != first.group))
+            return refuse(why, n, "config_groups.%s differs from the first group in format or group size%s (one "
+                                  "scheme per source is decoded)", key, "");
+        first = one;
+    }
+    *f = first;
+    return 1;
+}
+
+const json_t *qs_config_object(const json_t *config)
+{
+    const json_t *q = config ? json_object_get(config, "quantization_config") : NULL;
+    if (q && !json_is_null(q))
+        return q;
+    /* Kimi-K2.5 keeps it in text_config; vLLM, transformers and
+     * compressed-tensors all look there when the top level has none */
+    const json_t *t = config ? json_object_get(config, "text_config") : NULL;
+    const json_t *tq = json_is_object(t) ? json_object_get(t, "quantization_config") : NULL;
+    return tq && !json_is_null(tq) ? tq : q;
+}
+
+int qs_config(const json_t *config, qs_format *f, char *why, size_t n)
+{
+    const json_t *q = qs_config_object(config);
+    memset(f, 0, sizeof *f);
+    if (n)
+        why[0] = 0;
+    if (!q || json_is_null(q))
+        return 0;   /* null is none: a config saved with the attribute set to None */
+    const char *method = jsonio_str(q, "quant_method", "");
+    if (strcmp(method, "fp8") == 0) {
+        const char *fw;
+        json_t *holder = json_pack("{s:O}", "quantization_config", (json_t *)q);
+        int fp8 = holder ? fp8b_config(holder, &fw) : -1;
+        json_decref(holder);
+        if (!holder)
+            return refuse(why, n, "out of memory%s%s", "", "");
+        if (fp8 < 0)
+            return refuse(why, n, "%s%s", fw, "");
+        f->kind = QS_FP8_BLOCK;
+        return 1;
+    }
+    if (strcmp(method, "compressed-tensors") == 0)
+        return ct_config(q, f, why, n);
+    return refuse(why, n, "quant_method is '%s'%s (decoded: fp8 block, compressed-tensors pack-quantized and "
+                          "mxfp4-pack-quantized)", method, "");
+}
+
+const char *qs_format_name(const qs_format *f, char *buf, size_t n)
+{
+    if (f->kind == QS_FP8_BLOCK)
+        snprintf(buf, n, "FP8-block");
+    else if (f->kind == QS_CT_INT)
+        snprintf(buf, n, "compressed-tensors INT%d pack-quantized, group %d", f->bits, f->group);
+    else if (f->kind == QS_CT_MXFP4)
+        snprintf(buf, n, "compressed-tensors MXFP4");
+    else
+        snprintf(buf, n, "unquantized");
+    return buf;
+}
+
+/* ---- the view ----------------------------------------------------------------- */
+
+static const char *const ct_parts[] = {"weight_scale", "weight_shape", "weight_zero_point", "weight_g_idx",
+                                       "weight_global_scale"};
+enum { PART_SCALE, PART_SHAPE, PART_ZP, PART_GIDX, PART_GLOBAL, NPARTS };
+
+/* Ends with ".suffix": a whole last name component. */
+static size_t stem_of(const char *name, const char *suffix)
+{
+    size_t a = strlen(name), b = strlen(suffix);
+    return a > b + 1 && name[a - b - 1] == '.' && strcmp(name + a - b, suffix) == 0 ? a - b - 1 : 0;
+}
+
+static const ckpt_tensor *part_of(const ckpt *c, const char *name, size_t stem, const char *suffix)
+{
+    char dot[32];
+    snprintf(dot, sizeof dot, ".%s", suffix);
+    return ckpt_find_join(c, name, stem, dot);
+}
+
+static int bad(ff_err *e, const ckpt *c, const ckpt_tensor *t, const char *what)
+{
+    return ff_fail(e, FF_EIO, "%s: tensor %s: %s", ckpt_path(c, t), t->st->name, what);
+}
+
+static int shape_bad(ff_err *e, const ckpt *c, const ckpt_tensor *t, const char *want)
+{
+    char got[ST_MAX_DIMS * 24 + 4], msg[512];
+    snprintf(msg, sizeof msg, "is %s %s, expected %s", ff_dtype_name(t->st->dtype),
+             st_shape_str(t->st->shape, t->st->ndim, got, sizeof got), want);
+    return bad(e, c, t, msg);
+}
+
+/* weight_shape's value, when the shard is mapped: [rows, cols] or an error. */
+static int check_shape_value(const ckpt *c, const ckpt_tensor *s, uint64_t rows, uint64_t cols, ff_err *e)
+{
+    if (!c->files[s->file].map)
+        return FF_OK;   /* headers only (plan, fit): quantize checks it */
+    const uint8_t *d = ckpt_data(c, s);
+    int64_t v[2];
+    for (int i = 0; i < 2; i++) {
+        if (s->st->dtype == FF_DT_I64)
+            memcpy(&v[i], d + 8 * i, 8);
+        else {
+            int32_t x;
+            memcpy(&x, d + 4 * i, 4);
+            v[i] = x;
+        }
+    }
+    if ((uint64_t)v[0] == rows && (uint64_t)v[1] == cols)
+        return FF_OK;
+    char msg[256];
+    snprintf(msg, sizeof msg, "says [%lld, %lld] but its weight_packed and weight_scale hold [%llu, %llu]",
+             (long long)v[0], (long long)v[1], (unsigned long long)rows, (unsigned long long)cols);
+    return bad(e, c, s, msg);
+}
+
+/* The companions a CT packed weight needs and those it must not have. */
+static int ct_parts_of(const ckpt *c, const qs_format *f, const ckpt_tensor *t, size_t stem, qs_weight *w, ff_err *e)
+{
+    const ckpt_tensor *p[NPARTS];
+    for (int i = 0; i < NPARTS; i++)
+        p[i] = part_of(c, t->st->name, stem, ct_parts[i]);
+    if (p[PART_ZP])
+        return bad(e, c, p[PART_ZP], "a zero point: asymmetric weights are not decoded");
+    if (p[PART_GIDX])
+        return bad(e, c, p[PART_GIDX], "activation-ordered groups (weight_g_idx) are not decoded");
+    if (p[PART_GLOBAL])
+        return bad(e, c, p[PART_GLOBAL], "a global scale: an NVFP4 module in a source that is not NVFP4");
+    if (ckpt_find_join(c, t->st->name, stem, ".weight"))
+        return bad(e, c, t, "a weight_packed beside an unquantized weight of the same module");
+    if (!p[PART_SCALE])
+        return bad(e, c, t, "no weight_scale beside it");
+    if (f->kind == QS_CT_INT && !p[PART_SHAPE])
+        return bad(e, c, t, "no weight_shape beside it");
+    *w = (qs_weight){.data = t, .scale = p[PART_SCALE], .shape = p[PART_SHAPE]};
+    return FF_OK;
+}
+
+/* Rows and columns of a CT packed weight, from its tensors' headers. */
+static int ct_geometry(const ckpt *c, const qs_format *f, const qs_weight *w, uint64_t *rows, uint64_t *cols,
+                       ff_err *e)
+{
+    const st_tensor *p = w->data->st, *s = w->scale->st;
+    int mx = f->kind == QS_CT_MXFP4;
+    if (p->ndim != 2)
+        return bad(e, c, w->data, p->ndim == 3 ? "3-D packed experts are not decoded (2-D per expert only)"
+                                               : "weight_packed is not 2-D");
+    if (p->dtype != (mx ? FF_DT_U8 : FF_DT_I32))
+        return shape_bad(e, c, w->data, mx ? "U8 [rows, cols / 2]" : "I32 [rows, cols / 8]");
+    int sd_ok = mx ? s->dtype == FF_DT_U8 : (s->dtype == FF_DT_BF16 || s->dtype == FF_DT_F16 || s->dtype == FF_DT_F32);
+    char want[160];
+    if (!sd_ok || s->ndim != 2 || s->shape[0] != p->shape[0] || s->shape[1] < 1) {
+        snprintf(want, sizeof want, "%s [%lld, cols / %d] beside weight_packed [%lld, %lld]",
+                 mx ? "U8 (E8M0)" : "BF16, F16 or F32", (long long)p->shape[0], f->group, (long long)p->shape[0],
+                 (long long)p->shape[1]);
+        return shape_bad(e, c, w->scale, want);
+    }
+    *rows = (uint64_t)p->shape[0];
+    *cols = (uint64_t)s->shape[1] * (uint64_t)f->group;
+    uint64_t need = mx ? *cols / 2 : ctint_row_words(*cols);
+    if ((uint64_t)p->shape[1] != need) {
+        snprintf(want, sizeof want, "[%llu, %llu]: weight_scale's %lld groups of %d columns (the config's "
+                 "group_size)", (unsigned long long)*rows, (unsigned long long)need, (long long)s->shape[1], f->group);
+        return shape_bad(e, c, w->data, want);
+    }
+    if (!w->shape)
+        return FF_OK;
+    const st_tensor *sh = w->shape->st;
+    if ((sh->dtype != FF_DT_I64 && sh->dtype != FF_DT_I32) || sh->ndim != 1 || sh->shape[0] != 2)
+        return shape_bad(e, c, w->shape, "I64 or I32 [2]");
+    return check_shape_value(c, w->shape, *rows, *cols, e);
+}
+
+/* A CT part ("<mod>.weight_scale", ...) whose module has no weight_packed. */
+static const char *ct_orphan(const ckpt *c, const char *name)
+{
+    for (int i = 0; i < NPARTS; i++) {
+        size_t stem = stem_of(name, ct_parts[i]);
+        if (stem && !ckpt_find_join(c, name, stem, ".weight_packed"))
+            return ct_parts[i];
+    }
+    return NULL;
+}
+
+/* Is t consumed by a stored weight (its scale, shape): no view entry. */
+static int is_companion(const ckpt *c, const qs_format *f, const ckpt_tensor *t)
+{
+    if (f->kind == QS_FP8_BLOCK)
+        return fp8b_is_scale(c, t->st->name);
+    for (int i = 0; i < NPARTS; i++) {
+        size_t stem = stem_of(t->st->name, ct_parts[i]);
+        if (stem && ckpt_find_join(c, t->st->name, stem, ".weight_packed"))
+            return 1;
+    }
+    return 0;
+}
+
+/* The view entry of source tensor t: as stored, or its decoded weight. */
+static int view_entry(qs_view *v, const ckpt *c, const ckpt_tensor *t, size_t k, ff_err *e)
+{
+    v->ck.tensors[k] = *t;
+    qs_weight w = {0};
+    st_tensor *st = &v->st[k];
+    if (v->fmt.kind == QS_FP8_BLOCK) {
+        int rc = fp8b_scale_of(c, t, &w.scale, e);
+        if (rc || !w.scale)
+            return rc;
+        w.data = t;
+        *st = *t->st;
+    } else {
+        const char *orphan = ct_orphan(c, t->st->name);
+        if (orphan)
+            return bad(e, c, t, "its module has no weight_packed: its codes are missing");
+        size_t stem = stem_of(t->st->name, "weight_packed");
+        if (!stem)
+            return FF_OK;
+        uint64_t rows, cols;
+        int rc = ct_parts_of(c, &v->fmt, t, stem, &w, e);
+        if (!rc)
+            rc = ct_geometry(c, &v->fmt, &w, &rows, &cols, e);
+        if (rc)
+            return rc;
+        *st = *t->st;
+        st->name = malloc(stem + sizeof ".weight");
+        if (!st->name)
+            return ff_fail(e, FF_EIO, "out of memory");
+        snprintf(st->name, stem + sizeof ".weight", "%.*s.weight", (int)stem, t->st->name);
+        st->ndim = 2;
+        st->shape[0] = (int64_t)rows;
+        st->shape[1] = (int64_t)cols;
+    }
+    st->dtype = FF_DT_BF16;
+    v->ck.tensors[k].st = st;
+    v->w[k] = w;
+    v->nweights++;
+    return FF_OK;
+}
+
+int qs_view_build(qs_view *v, const ckpt *c, const qs_format *f, ff_err *e)
+{
+    memset(v, 0, sizeof *v);
+    v->fmt = *f;
+    size_t n = c->ntensors ? c->ntensors : 1;
+    v->ck.tensors = malloc(n * sizeof *v->ck.tensors);
+    v->st = calloc(n, sizeof *v->st);
+    v->w = calloc(n, sizeof *v->w);
+    if (!v->ck.tensors || !v->st || !v->w)
+        return ff_fail(e, FF_EIO, "out of memory");
+    for (size_t i = 0; i < c->ntensors; i++) {
+        if (is_companion(c, f, &c->tensors[i]))
+            continue;
+        int rc = view_entry(v, c, &c->tensors[i], v->ck.ntensors, e);
+        if (rc)
+            return rc;
+        v->ck.ntensors++;
+    }
+    return ckpt_view_open(&v->ck, c, e);
+}
+
+void qs_view_free(qs_view *v)
+{
+    if (v->fmt.kind != QS_FP8_BLOCK && v->st && v->w)
+        for (size_t i = 0; i < v->ck.ntensors; i++)
+            if (v->w[i].data)
+                free(v->st[i].name);
+    ckpt_view_close(&v->ck);
+    free(v->st);
+    free(v->w);
+    memset(v, 0, sizeof *v);
+}
+
+const qs_weight *qs_weight_of(const qs_view *v, const ckpt_tensor *t)
+{
+    if (!v || !v->ck.tensors || t < v->ck.tensors || t >= v->ck.tensors + v->ck.ntensors)
+        return NULL;
+    const qs_weight *w = &v->w[t - v->ck.tensors];
+    return w->data ? w : NULL;
+}
+
+/* ---- decoding ------------------------------------------------------------------ */
+
+#define DECODE_ROWS 64
+
+typedef struct ct_job {
+    const qs_format *f;
+    const uint8_t *packed, *scales;
+    ff_dtype sd;
+    uint64_t rows, cols;
+    uint16_t *out;
+} ct_job;
+
+static void ct_task(void *ctx, size_t t)
+{
+    ct_job *j = ctx;
+    uint64_t r0 = (uint64_t)t * DECODE_ROWS, n = j->rows - r0 < DECODE_ROWS ? j->rows - r0 : DECODE_ROWS;
+    if (j->f->kind == QS_CT_MXFP4)
+        mxfp4_decode_rows(j->packed, j->scales, j->cols, r0, n, j->out + r0 * j->cols);
+    else
+        ctint_decode_rows(j->packed, j->scales, j->sd, j->cols, (uint64_t)j->f->group, r0, n, j->out + r0 * j->cols);
+}
+
+/* Scales the reference would turn into NaN or Inf weights: refused. */
+static int check_scales(const ckpt *c, const qs_format *f, const qs_weight *w, ff_err *e)
+{
+    const st_tensor *s = w->scale->st;
+    const uint8_t *d = ckpt_data(c, w->scale);
+    uint64_t n = st_numel(s);
+    char msg[200];
+    if (f->kind == QS_CT_MXFP4) {
+        const uint8_t *hit = memchr(d, MXFP4_SCALE_NAN, n);
+        if (!hit)
+            return FF_OK;
+        snprintf(msg, sizeof msg, "element %llu is E8M0 255, which MX defines as NaN",
+                 (unsigned long long)(hit - d));
+        return bad(e, c, w->scale, msg);
+    }
+    int64_t at = ff_first_nonfinite(s->dtype, d, n);
+    if (at < 0)
+        return FF_OK;
+    snprintf(msg, sizeof msg, "element %lld is %s: its group would decode to NaN or Inf", (long long)at,
+             ff_load_f32(d, s->dtype, (size_t)at) != ff_load_f32(d, s->dtype, (size_t)at) ? "NaN" : "infinite");
+    return bad(e, c, w->scale, msg);
+}
+
+int qs_decode(const ckpt *c, const qs_view *v, const qs_weight *w, ff_pool *pool, uint16_t **out, ff_err *e)
+{
+    *out = NULL;
+    if (v->fmt.kind == QS_FP8_BLOCK)
+        return fp8b_decode_tensor(c, w->data, w->scale, pool, out, e);
+    uint64_t rows, cols;
+    int rc = ct_geometry(c, &v->fmt, w, &rows, &cols, e);
+    if (!rc)
+        rc = check_scales(c, &v->fmt, w, e);
+    if (rc)
+        return rc;
+    *out = malloc(rows * cols > 0 ? rows * cols * 2 : 1);
+    if (!*out)
+        return ff_fail(e, FF_EIO, "out of memory decoding %s", w->data->st->name);
+    ct_job j = {.f = &v->fmt, .packed = ckpt_data(c, w->data), .scales = ckpt_data(c, w->scale),
+                .sd = w->scale->st->dtype, .rows = rows, .cols = cols, .out = *out};
+    size_t tasks = (size_t)((rows + DECODE_ROWS - 1) / DECODE_ROWS);
+    if (pool && rows * cols >= (1u << 18))
+        pool_run(pool, tasks, ct_task, &j);
+    else
+        for (size_t i = 0; i < tasks; i++)
+            ct_task(&j, i);
+    /* consumed: a unit holds its decoded copy, not both (the page cache keeps them) */
+    const st_file *f = &c->files[w->data->file];
+    if (f->map)
+        st_map_drop(st_data(f, w->data->st), w->data->st->end - w->data->st->begin);
+    return FF_OK;
+}

@@ -1,0 +1,70 @@
+/* Sources their vendor already quantized, read as the bf16 copy the
+ * reference dequantizer gives, one weight at a time, so a 1T-parameter INT4
+ * or MXFP4 model never needs its bf16 copy on disk:
+ *   - FP8-block (DeepSeek-V3/R1, Kimi-K2, FP8 uploads): src/io/fp8_block.h.
+ *   - compressed-tensors `pack-quantized` INT (Kimi-K2.5/K2.6: W4A16, group
+ *     32, symmetric): "<mod>.weight_packed" I32, "<mod>.weight_scale",
+ *     "<mod>.weight_shape"; decoded as compressed-tensors 0.19's
+ *     PackedQuantizationCompressor.decompress (src/io/ct_int.c says how).
+ *   - compressed-tensors `mxfp4-pack-quantized` (E2M1 codes two to a byte,
+ *     one E8M0 exponent per 32): "<mod>.weight_packed" U8, "<mod>.weight_scale"
+ *     U8; decoded as MXFP4PackedCompressor.decompress (src/io/mxfp4.c).
+ * The plan reads a view of the checkpoint in which each such weight is one
+ * BF16 "<mod>.weight" tensor (its byte range the stored one, for read-ahead)
+ * and its scales and shape are gone: they belong to it and have no output. */
+#ifndef FF_QSOURCE_H
+#define FF_QSOURCE_H
+
+#include <stdint.h>
+
+#include "checkpoint.h"
+
+typedef enum { QS_NONE = 0, QS_FP8_BLOCK, QS_CT_INT, QS_CT_MXFP4 } qs_kind;
+
+typedef struct qs_format {
+    qs_kind kind;
+    int bits;    /* QS_CT_INT: bits per value */
+    int group;   /* QS_CT_INT, QS_CT_MXFP4: values per scale */
+} qs_format;
+
+/* The source's quantization_config: the top level's, else text_config's
+ * (where Kimi-K2.5 keeps it); NULL for none. */
+const json_t *qs_config_object(const json_t *config);
+/* The config's quantization_config: 0 none, 1 a source fp4forge decodes
+ * (*f filled), -1 anything else, with why in why[n] (a whole clause naming
+ * the key: "config_groups.group_0.weights.symmetric is false: ..."). */
+int qs_config(const json_t *config, qs_format *f, char *why, size_t n);
+/* "FP8-block", "compressed-tensors INT4 pack-quantized, group 32", ... */
+const char *qs_format_name(const qs_format *f, char *buf, size_t n);
+
+/* One stored weight and the tensors that decode it. */
+typedef struct qs_weight {
+    const ckpt_tensor *data;    /* F8_E4M3 weight, or weight_packed */
+    const ckpt_tensor *scale;   /* weight_scale_inv, or weight_scale */
+    const ckpt_tensor *shape;   /* weight_shape (pack-quantized), else NULL */
+} qs_weight;
+
+typedef struct qs_view {
+    ckpt ck;          /* dir, config and files are the source's (borrowed) */
+    st_tensor *st;    /* the view's headers of decoded weights */
+    qs_weight *w;     /* per view tensor; .data NULL: stored as it is */
+    qs_format fmt;
+    int64_t nweights; /* weights decoded */
+} qs_view;
+
+/* The view of c (which must outlive it). Every stored weight is checked
+ * here, from headers (and weight_shape's value when c is mapped): dtypes,
+ * shapes, companions; an error names the file and the tensor. */
+int qs_view_build(qs_view *v, const ckpt *c, const qs_format *f, ff_err *e);
+void qs_view_free(qs_view *v);
+/* t's stored weight when t is a tensor of v decoded from one, else NULL. */
+const qs_weight *qs_weight_of(const qs_view *v, const ckpt_tensor *t);
+
+struct ff_pool;
+/* The whole weight as a malloc'd bf16 [rows, cols] copy in *out, spread
+ * over pool (may be NULL; the bytes do not depend on it); the stored bytes
+ * are then dropped from the mapping. A NaN or infinite scale, or an E8M0
+ * scale of 255, is an error naming the tensor and the element. */
+int qs_decode(const ckpt *c, const qs_view *v, const qs_weight *w, struct ff_pool *pool, uint16_t **out, ff_err *e);
+
+#endif

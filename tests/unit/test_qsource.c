@@ -1,0 +1,136 @@
+/* The vendor-source decoders on hand-made words: where each INT4 value sits
+ * in its int32 word, the rounding chain of each scale dtype, MXFP4's
+ * exponent range and overflow, and the quantization_config refusals. The
+ * conformance tier proves the same against compressed-tensors itself
+ * (tests/conformance/t_ct_sources.py). */
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "ct_int.h"
+#include "dtype.h"
+#include "mxfp4.h"
+#include "qsource.h"
+#include "unit.h"
+
+/* Value i of a row is the nibble at bits 4*(i%8) of word i/8, minus 8. */
+static void int4_nibble_order(void)
+{
+    uint32_t words[4];
+    for (int w = 0; w < 4; w++)
+        words[w] = 0x76543210u + 0x11111111u * (uint32_t)(w & 1);   /* nibbles 0..7, then 1..8 */
+    uint16_t scale = ff_f32_to_bf16(1.0f), out[32];
+    uint16_t scales[1] = {scale};
+    ctint_decode_rows((const uint8_t *)words, (const uint8_t *)scales, FF_DT_BF16, 32, 32, 0, 1, out);
+    for (int i = 0; i < 32; i++) {
+        int nib = (i % 8) + ((i / 8) & 1);
+        CHECK(ff_bf16_to_f32(out[i]) == (float)(nib - 8));
+    }
+}
+
+/* q * s rounds once to bf16 for a bf16 scale (the f32 product is exact),
+ * through f16 for an f16 scale, from the f32 product for an f32 one. */
+static void int4_scale_dtypes(void)
+{
+    uint32_t word = 0xFFFFFFFFu;   /* every value 15 - 8 = 7 */
+    uint32_t words[4] = {word, word, word, word};
+    uint16_t out[32];
+    float s = 1.0078125f;          /* 1 + 2^-7: 7 * s = 7.0546875 needs 10 bits */
+    uint16_t bs[1] = {ff_f32_to_bf16(s)};
+    ctint_decode_rows((const uint8_t *)words, (const uint8_t *)bs, FF_DT_BF16, 32, 32, 0, 1, out);
+    CHECK(out[0] == ff_f32_to_bf16(7.0546875f));
+    CHECK(ff_bf16_to_f32(out[0]) == 7.0625f);   /* RNE of 7.0546875 at bf16's 8 bits */
+
+    float fs = 1.0f + 0x1p-20f;    /* f32: 7 * fs is exact in f32, then one bf16 rounding */
+    ctint_decode_rows((const uint8_t *)words, (const uint8_t *)&fs, FF_DT_F32, 32, 32, 0, 1, out);
+    CHECK(out[5] == ff_f32_to_bf16(7.0f * fs));
+
+    uint16_t hs[1] = {ff_f32_to_f16(1.0f + 0x1p-10f)};   /* 7 * (1 + 2^-10) rounds in f16 first */
+    ctint_decode_rows((const uint8_t *)words, (const uint8_t *)hs, FF_DT_F16, 32, 32, 0, 1, out);
+    float p16 = ff_f16_to_f32(ff_f32_to_f16(7.0f * ff_f16_to_f32(hs[0])));
+    CHECK(out[9] == ff_f32_to_bf16(p16));
+}
+
+/* Rows and groups: row r's scales start at r * K / group. */
+static void int4_rows_and_groups(void)
+{
+    enum { K = 64, G = 32 };
+    uint32_t words[2 * K / 8];
+    for (int i = 0; i < 2 * K / 8; i++)
+        words[i] = 0x99999999u;   /* every value 9 - 8 = 1 */
+    uint16_t scales[2 * K / G], out[2 * K];
+    for (int i = 0; i < 2 * K / G; i++)
+        scales[i] = ff_f32_to_bf16((float)(i + 1));
+    ctint_decode_rows((const uint8_t *)words, (const uint8_t *)scales, FF_DT_BF16, K, G, 1, 1, out);
+    CHECK(ff_bf16_to_f32(out[0]) == 3.0f && ff_bf16_to_f32(out[G]) == 4.0f);
+}
+
+/* 2^(e - 127) times the E2M1 value, low nibble first; e = 0 reaches bf16's
+ * subnormals exactly, e = 254 overflows code 6 to Inf as the reference. */
+static void mxfp4_values(void)
+{
+    uint8_t packed[16], out_e[1];
+    uint16_t out[32];
+    for (int i = 0; i < 16; i++)
+        packed[i] = (uint8_t)(0x1 | 0xF << 4);   /* low: 0.5, high: -6 */
+    out_e[0] = 127;
+    mxfp4_decode_rows(packed, out_e, 32, 0, 1, out);
+    CHECK(ff_bf16_to_f32(out[0]) == 0.5f && ff_bf16_to_f32(out[1]) == -6.0f);
+    out_e[0] = 0;
+    mxfp4_decode_rows(packed, out_e, 32, 0, 1, out);
+    CHECK(ff_bf16_to_f32(out[0]) == ldexpf(1.0f, -128) && ff_bf16_to_f32(out[1]) == -6.0f * ldexpf(1.0f, -127));
+    out_e[0] = 254;
+    mxfp4_decode_rows(packed, out_e, 32, 0, 1, out);
+    CHECK(ff_bf16_to_f32(out[0]) == ldexpf(1.0f, 126) && isinf(ff_bf16_to_f32(out[1])));
+}
+
+static int config_says(const char *qc, qs_format *f, char *why, size_t n)
+{
+    char text[2048];
+    snprintf(text, sizeof text, "{\"quantization_config\": %s}", qc);
+    json_t *c = json_loads(text, 0, NULL);
+    int r = qs_config(c, f, why, n);
+    json_decref(c);
+    return r;
+}
+
+#define CT(fmt, w) "{\"quant_method\": \"compressed-tensors\", \"format\": \"" fmt "\", \"config_groups\": " \
+                   "{\"group_0\": {\"targets\": [\"Linear\"], \"weights\": {" w "}}}}"
+#define INT4W "\"num_bits\": 4, \"type\": \"int\", \"symmetric\": true, \"strategy\": \"group\", \"group_size\": 32"
+
+static void configs(void)
+{
+    qs_format f;
+    char why[400];
+    CHECK(config_says(CT("pack-quantized", INT4W), &f, why, sizeof why) == 1 && f.kind == QS_CT_INT && f.group == 32);
+    CHECK(config_says(CT("mxfp4-pack-quantized", "\"num_bits\": 4, \"type\": \"float\", \"strategy\": \"group\", "
+                                                 "\"group_size\": 32"), &f, why, sizeof why) == 1 &&
+          f.kind == QS_CT_MXFP4);
+    CHECK(config_says(CT("pack-quantized", "\"num_bits\": 8, \"type\": \"int\", \"strategy\": \"group\", "
+                                           "\"group_size\": 32"), &f, why, sizeof why) == -1 &&
+          strstr(why, "num_bits"));
+    CHECK(config_says(CT("pack-quantized", "\"num_bits\": 4, \"type\": \"int\", \"symmetric\": false, \"strategy\": "
+                                           "\"group\", \"group_size\": 32"), &f, why, sizeof why) == -1 &&
+          strstr(why, "symmetric"));
+    CHECK(config_says(CT("pack-quantized", "\"num_bits\": 4, \"type\": \"int\", \"strategy\": \"group\", "
+                                           "\"group_size\": 12"), &f, why, sizeof why) == -1 &&
+          strstr(why, "group_size"));
+    CHECK(config_says(CT("pack-quantized", INT4W ", \"actorder\": \"group\""), &f, why, sizeof why) == -1 &&
+          strstr(why, "actorder"));
+    CHECK(config_says(CT("nvfp4-pack-quantized", INT4W), &f, why, sizeof why) == -1 && strstr(why, "already"));
+    CHECK(config_says(CT("float-quantized", INT4W), &f, why, sizeof why) == -1 && strstr(why, "float-quantized"));
+    CHECK(config_says("{\"quant_method\": \"gptq\"}", &f, why, sizeof why) == -1 && strstr(why, "gptq"));
+    CHECK(config_says("null", &f, why, sizeof why) == 0);
+    CHECK(config_says("{\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]}", &f, why, sizeof why) == 1 &&
+          f.kind == QS_FP8_BLOCK);
+}
+
+int main(void)
+{
+    RUN(int4_nibble_order);
+    RUN(int4_scale_dtypes);
+    RUN(int4_rows_and_groups);
+    RUN(mxfp4_values);
+    RUN(configs);
+    return UNIT_END();
+}
