@@ -36,7 +36,7 @@ static const cli_opt options[] = {
     {"--shard-size", "SIZE", "target shard size (default 5GB)"},
     {"--threads", "N", "threads filling weights (the bytes do not depend on it)"},
     {"--sparse", NULL, "headers and file sizes only (zeros, no disk used): plan/fit at real size"},
-    {"--source", "bf16|fp8-block|int4|mxfp4", "bf16 (default); fp8-block: decoder Linears as F8_E4M3 + weight_scale_inv per 128x128 block (DeepSeek-V3); int4: routed experts as compressed-tensors pack-quantized, group 32 (Kimi-K2.5); mxfp4: decoder Linears as compressed-tensors mxfp4-pack-quantized"},
+    {"--source", "bf16|fp8-block|int4|mxfp4", "bf16 (default); fp8-block: decoder Linears as F8_E4M3 + weight_scale_inv per 128x128 block (DeepSeek-V3); int4: routed experts as compressed-tensors pack-quantized, group 32 (Kimi-K2.5); mxfp4: routed experts as compressed-tensors mxfp4-pack-quantized (Kimi-K3)"},
     {"--force", NULL, "replace OUT_DIR if it exists"},
     {NULL, NULL, NULL},
 };

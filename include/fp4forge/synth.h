@@ -16,7 +16,8 @@
  *     F8_E4M3 + F32 weight_scale_inv per 128x128 block, as DeepSeek-V3;
  *   INT4: routed experts only as compressed-tensors pack-quantized (I32
  *     weight_packed, BF16 weight_scale per 32, weight_shape), as Kimi-K2.5;
- *   MXFP4: the FP8 set as compressed-tensors mxfp4-pack-quantized. */
+ *   MXFP4: routed experts only as compressed-tensors mxfp4-pack-quantized
+ *     (U8 codes, U8 E8M0 weight_scale per 32), as Kimi-K3. */
 typedef enum { SYNTH_BF16 = 0, SYNTH_FP8_BLOCK, SYNTH_INT4, SYNTH_MXFP4 } synth_source;
 
 typedef struct synth_opts {

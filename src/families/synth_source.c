@@ -30,10 +30,12 @@ static int is_projection(const synth_tensor *t)
     return w123 || (proj && proj < t->name + n - 7);
 }
 
-/* Kimi-K2.5's INT4 set: the routed experts only (not the shared ones). */
+/* The INT4 (Kimi-K2.5) and MXFP4 (gpt-oss, Kimi-K3) uploads' set: the
+ * routed experts only, not the shared ones ("mlp.experts.E." or
+ * "block_sparse_moe.experts.E."). */
 static int is_routed_expert(const synth_tensor *t)
 {
-    return is_projection(t) && strstr(t->name, ".mlp.experts.") != NULL;
+    return is_projection(t) && strstr(t->name, ".experts.") != NULL && !strstr(t->name, "shared_experts");
 }
 
 static int stored_quantized(synth_source src, const synth_tensor *t)
@@ -41,7 +43,7 @@ static int stored_quantized(synth_source src, const synth_tensor *t)
     if (src == SYNTH_INT4)
         return is_routed_expert(t) && t->shape[1] % INT4_GROUP == 0;
     if (src == SYNTH_MXFP4)
-        return is_projection(t) && t->shape[1] % MX_GROUP == 0;
+        return is_routed_expert(t) && t->shape[1] % MX_GROUP == 0;
     return src == SYNTH_FP8_BLOCK && is_projection(t);
 }
 
@@ -196,7 +198,7 @@ json_t *synth_source_qconfig(synth_source src)
     case SYNTH_INT4:   /* Kimi-K2.5's shape of it: routed experts only */
         return ct_qconfig("pack-quantized", "int", INT4_GROUP, "re:.*(self_attn|shared_experts|mlp\\.(gate|up|down)_proj).*");
     case SYNTH_MXFP4:
-        return ct_qconfig("mxfp4-pack-quantized", "float", MX_GROUP, "re:.*mlp\\.gate$");
+        return ct_qconfig("mxfp4-pack-quantized", "float", MX_GROUP, "re:.*(self_attn|shared_experts|mlp\\.(gate|up|down)_proj).*");
     default:
         return NULL;
     }
