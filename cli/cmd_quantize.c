@@ -30,6 +30,7 @@ static const cli_opt options[] = {
     {"--lora-allow-ignored", NULL, "with --lora: merge modules the recipe leaves unquantized"},
     {"--base-model", "ORG/NAME", "the card's base_model (default: the cache name, else config's _name_or_path)"},
     {"--hub-id", "ORG/NAME", "the repo the output will be uploaded as: the card's serve line names it"},
+    {"--mxfp4-route", "exact|reference", "MXFP4 sources: exact (default) carries codes and exponents bit for bit where E4M3 holds them; reference re-quantizes the decoded bf16 as llm-compressor would"},
     RECIPE_OPTS,
     {NULL, NULL, NULL},
 };
@@ -53,12 +54,16 @@ static void summary(const plan *p, const quant_stats *st, const char *out, const
     double gbps = st->seconds > 0 ? (double)st->bytes_read / 1e9 / st->seconds : 0;
     if (json) {
         /* built with jansson: paths are user text and must be escaped */
-        json_t *j = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:s, s:I}", "output", out,
+        json_t *j = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:s, s:I, s:{s:I, s:I, s:I, s:I}}",
+                              "output", out,
                               "quantized_dense", (json_int_t)p->q_dense, "quantized_experts", (json_int_t)p->q_experts,
                               "ignored", (json_int_t)p->nignore, "shards", (json_int_t)st->shards,
                               "bytes_in", (json_int_t)st->bytes_read, "bytes_out", (json_int_t)st->bytes_written,
                               "seconds", st->seconds, "threads", st->threads, "kernel", st->kernel,
-                              "peak_rss", (json_int_t)peak_rss_bytes());
+                              "peak_rss", (json_int_t)peak_rss_bytes(), "mxfp4", "exact", (json_int_t)st->mx_exact,
+                              "exact_groups", (json_int_t)st->mx_exact_groups, "requantized",
+                              (json_int_t)st->mx_requantized, "requantized_groups",
+                              (json_int_t)st->mx_requantized_groups);
         char *text = j ? json_dumps(j, JSON_PRESERVE_ORDER) : NULL;
         printf("%s\n", text ? text : "{}");
         free(text);
@@ -74,6 +79,11 @@ static void summary(const plan *p, const quant_stats *st, const char *out, const
            (double)st->bytes_written / 1e9, st->shards, st->shards == 1 ? "" : "s");
     printf("  time       %.2f s (%.2f GB/s read), %d threads, %s kernel, peak RSS %.0f MB\n",
            st->seconds, gbps, st->threads, st->kernel, (double)peak_rss_bytes() / 1e6);
+    if (st->mx_exact + st->mx_requantized)
+        printf("  mxfp4      %llu weights carried exactly (%llu groups of 16), %llu re-quantized from bf16 (%llu "
+               "groups)%s\n", (unsigned long long)st->mx_exact, (unsigned long long)st->mx_exact_groups,
+               (unsigned long long)st->mx_requantized, (unsigned long long)st->mx_requantized_groups,
+               st->mx_requantized ? ": their exponents span more than E4M3 holds, or --mxfp4-route reference" : "");
     for (int i = 0; i < p->nnotes; i++)
         printf("  note: %s\n", p->notes[i]);
     if (*card_note)
@@ -116,6 +126,10 @@ static int quant_options(const cli_args *a, quant_opts *o, nvfp4_obs *obs, ff_er
         return ff_fail(e, FF_EUSAGE, "--observer %s: unknown (minmax, mse, expanded-mse; or llm-compressor's "
                        "memoryless_minmax, memoryless_mse, mse, nvfp4_expanded_mse, fouroversix)", obs_name);
     o->observer = obs_name ? obs : NULL;
+    const char *route = cli_get(a, "--mxfp4-route");
+    if (route && strcmp(route, "exact") && strcmp(route, "reference"))
+        return ff_fail(e, FF_EUSAGE, "--mxfp4-route is exact or reference, not %s", route);
+    o->mxfp4_reference = route && strcmp(route, "reference") == 0;
     o->input_dir = a->pos[0];
     o->force = cli_flag(a, "--force");
     o->progress = !cli_flag(a, "--quiet") && isatty(2);

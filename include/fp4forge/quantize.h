@@ -34,6 +34,9 @@ typedef struct quant_opts {
                                          grid search (src/kernels/nvfp4_mse.h) */
     const struct card_info *card; /* NULL: no model card; else OUT/README.md, written in
                                      the staging folder so OUT never appears without it */
+    int mxfp4_reference;      /* MXFP4 sources: every unit re-quantized from its decoded bf16
+                                 (llm-compressor's route on the dequantized copy) instead of
+                                 carried exactly where E4M3 can (src/quantize/mx_exact.h) */
 } quant_opts;
 
 typedef struct quant_stats {
@@ -42,6 +45,10 @@ typedef struct quant_stats {
     double seconds;
     const char *kernel;
     int threads;
+    /* MXFP4 sources: weights (and their 16-groups) carried exactly, and
+     * those re-quantized because their exponents span more than E4M3 holds
+     * (or --mxfp4-route reference asked for it) */
+    uint64_t mx_exact, mx_exact_groups, mx_requantized, mx_requantized_groups;
 } quant_stats;
 
 int quantize_run(const ckpt *c, const plan *p, const char *out_dir, const quant_opts *o,

@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mx_exact.h"
+#include "mxfp4.h"
 #include "qsource.h"
 #include "fsutil.h"
 #include "jsonio.h"
@@ -791,7 +793,81 @@ typedef struct unit_ctx {
     const quant_source *qs;
     io_state *io;
     shard_set *ss;
+    int mx_reference;         /* --mxfp4-route reference */
+    quant_stats *st;          /* the exact / re-quantized counts */
 } unit_ctx;
+
+/* Every member an MXFP4 source weight read whole: the exact route's units. */
+static int mxfp4_unit(const plan *p, const plan_unit *u)
+{
+    if (!p->src_view || p->src_view->fmt.kind != QS_CT_MXFP4)
+        return 0;
+    for (size_t k = 0; k < u->count; k++) {
+        const plan_member *m = &p->members[u->first + k];
+        if (!plan_source_weight(p, m->src) || m->transposed || m->row0 || m->rows * m->cols != st_numel(m->src->st))
+            return 0;
+    }
+    return 1;
+}
+
+static int mx_nan_scale(const ckpt *c, const qs_weight *w, ff_err *e)
+{
+    const uint8_t *d = ckpt_data(c, w->scale), *hit = memchr(d, MXFP4_SCALE_NAN, st_numel(w->scale->st));
+    return hit ? ff_fail(e, FF_EIO, "%s: tensor %s: element %llu is E8M0 255, which MX defines as NaN",
+                         ckpt_path(c, w->scale), w->scale->st->name, (unsigned long long)(hit - d))
+               : FF_OK;
+}
+
+/* The unit's exponent span, or an E8M0 NaN refused. */
+static int mx_unit_span(const unit_ctx *x, const plan_unit *u, mx_span *sp, ff_err *e)
+{
+    for (size_t k = 0; k < u->count; k++) {
+        const plan_member *m = &x->p->members[u->first + k];
+        const qs_weight *w = plan_source_weight(x->p, m->src);
+        int rc = mx_nan_scale(x->c, w, e);
+        if (rc)
+            return rc;
+        mx_span_add(sp, ckpt_data(x->c, w->data), ckpt_data(x->c, w->scale), m->rows, m->cols);
+    }
+    return FF_OK;
+}
+
+/* Codes copied as they are, scales 2^(e - 127 + k), global scale 2^k. */
+static int mx_write_member(const unit_ctx *x, const plan_member *m, float gs, int k, ff_err *e)
+{
+    const qs_weight *w = plan_source_weight(x->p, m->src);
+    uint8_t *scales = malloc(m->rows * m->cols / NVFP4_GROUP + 1);
+    if (!scales)
+        return ff_fail(e, FF_EIO, "out of memory quantizing %s", m->module);
+    mx_exact_scales(ckpt_data(x->c, w->scale), m->rows, m->cols, k, scales);
+    int rc = out_write(&x->io->wc, x->ss, m->out, ckpt_data(x->c, w->data), m->rows * m->cols / 2, e);
+    if (!rc)
+        rc = out_write(&x->io->wc, x->ss, m->out + 1, scales, m->rows * m->cols / NVFP4_GROUP, e);
+    if (!rc)
+        rc = out_write(&x->io->wc, x->ss, m->out + 2, &gs, sizeof gs, e);
+    free(scales);
+    return rc;
+}
+
+/* An MXFP4 unit carried exactly when E4M3 holds its exponents (*done 1);
+ * else counted as re-quantized and left to the reference route. */
+static int write_unit_exact(const unit_ctx *x, const plan_unit *u, int *done, ff_err *e)
+{
+    mx_span sp = {0};
+    int k, rc = mx_unit_span(x, u, &sp, e);
+    *done = rc == FF_OK && !x->mx_reference && mx_exact_k(&sp, &k);
+    if (rc || !*done) {
+        x->st->mx_requantized += u->count;
+        x->st->mx_requantized_groups += sp.groups;
+        return rc;
+    }
+    float gs = ldexpf(1.0f, k);
+    for (size_t i = 0; i < u->count && rc == FF_OK; i++)
+        rc = mx_write_member(x, &x->p->members[u->first + i], gs, k, e);
+    x->st->mx_exact += u->count;
+    x->st->mx_exact_groups += sp.groups;
+    return rc;
+}
 
 static void drop_job(unit_job **j)
 {
@@ -810,7 +886,15 @@ static int run_unit(const unit_ctx *x, size_t i, size_t ni, unit_job **next, ff_
     *next = NULL;
     if (j && j->u != u)
         drop_job(&j);
-    int rc = FF_OK;
+    int rc = FF_OK, exact = 0;
+    if (mxfp4_unit(p, u) && (rc = write_unit_exact(x, u, &exact, e)) == FF_OK && exact) {
+        drop_job(&j);
+        return FF_OK;
+    }
+    if (rc) {
+        drop_job(&j);
+        return rc;
+    }
     if (!j) {
         if ((j = malloc(sizeof *j)) == NULL)
             return ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
@@ -1001,7 +1085,7 @@ static double now(void)
  * READAHEAD_BYTES past the item being worked on, so the disk streams while
  * the pool quantizes; consumed ranges are released behind it. */
 static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn kernel,
-                     shard_set *ss, const quant_opts *o, ff_err *e)
+                     shard_set *ss, const quant_opts *o, quant_stats *st, ff_err *e)
 {
     progress bar;
     progress_begin(&bar, p->bytes_in, o->progress);
@@ -1023,7 +1107,8 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
     size_t ra_next = 0;
     uint64_t ra_bytes = 0;    /* advised, not yet consumed */
     const nvfp4_obs *obs = o->observer && o->observer->kind != NVFP4_OBS_MINMAX ? o->observer : NULL;
-    unit_ctx ux = {.c = c, .p = p, .pool = pool, .kernel = kernel, .obs = obs, .qs = o->source, .io = &io, .ss = ss};
+    unit_ctx ux = {.c = c, .p = p, .pool = pool, .kernel = kernel, .obs = obs, .qs = o->source, .io = &io, .ss = ss,
+                   .mx_reference = o->mxfp4_reference, .st = st};
     unit_job *next = NULL;    /* the next unit, its amax pass riding along with this one */
     int rc = FF_OK;
     for (size_t i = 0; i < p->nitems && rc == FF_OK; i++) {
@@ -1103,7 +1188,7 @@ int quantize_run(const ckpt *c, const plan *p, const char *out_dir, const quant_
     if (!rc)
         rc = shards_reserve(ckpt_writer_shards(w), e);
     if (!rc)
-        rc = run_items(c, p, pool, kernel, ckpt_writer_shards(w), o, e);
+        rc = run_items(c, p, pool, kernel, ckpt_writer_shards(w), o, st, e);
     json_t *cfg = rc ? NULL : qconfig_apply_observer(c->config, p, o->observer ? o->observer->llmc_name : NULL);
     if (!rc)
         rc = cfg ? ckpt_writer_close(w, cfg, c->dir, 0, e) : ff_fail(e, FF_EIO, "out of memory");

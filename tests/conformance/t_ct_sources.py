@@ -30,7 +30,11 @@ The sources are written by the peers themselves (llm-compressor 0.14 / compresse
 6. fp4forge's one pass over the source == fp4forge on the reference copy, every tensor
    byte for byte and ignore lists equal; (t_ct_sources.sh) llm-compressor's NVFP4A16
    oneshot of the reference copy (`t_ct_sources.py llmc SRC DST`) vs that one pass
-   through llmc_compare.py.
+   through llmc_compare.py. An MXFP4 source goes --mxfp4-route reference here.
+6b. MXFP4's exact route (the default): `fp4forge dequantize` of the output == the reference
+   decode bit for bit on every weight reported exact (mxfp4-edge's rewritten expert spans
+   more binades than E4M3 holds and is reported re-quantized); the reference route's
+   relative error on the same weights printed beside it.
 7. hostile sources, each a copy of a good one with one thing broken: fp4forge must exit
    non-zero, name the tensor (or config key), and leave nothing at the destination
    (not even its OUT.partial-PID staging folder).
@@ -101,6 +105,11 @@ def ff(*args):
     r = subprocess.run([FF, *args, "--no-doctor", "--quiet"], capture_output=True, text=True)
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     return r.returncode, lines
+
+
+def dequantize(q, out):
+    r = subprocess.run([FF, "dequantize", q, out], capture_output=True, text=True)
+    return r.returncode, [x for x in r.stderr.splitlines() if x.strip()]
 
 
 def last(lines):
@@ -373,7 +382,10 @@ for fmt in [f for f in FMTS if f in ref]:
     q1, q2 = f"{WORK}/ff-q-{fmt}", f"{WORK}/ff-q-{fmt}-ref"
     for d in (q1, q2):
         shutil.rmtree(d, ignore_errors=True)
-    st1, e1 = ff("quantize", f"{WORK}/{fmt}", q1)
+    # an MXFP4 source's default is the exact route (step 6b); the reference route is
+    # what quantizing the dequantized copy gives, and what llm-compressor is compared with
+    route = ["--mxfp4-route", "reference"] if fmt.startswith("mxfp4") else []
+    st1, e1 = ff("quantize", f"{WORK}/{fmt}", q1, *route)
     st2, e2 = ff("quantize", f"{WORK}/{fmt}-ref-bf16", q2)
     if st1 or st2:
         verdict(False, f"{fmt}_one_pass_equals_reference_copy",
@@ -388,6 +400,40 @@ for fmt in [f for f in FMTS if f in ref]:
     verdict(not diff and ia == ib, f"{fmt}_one_pass_equals_reference_copy",
             f"{len(a)} tensors ({packed} quantized modules) byte-identical, ignore lists equal ({len(ia or [])}); "
             f"differing {diff[:3]}")
+
+# 6b. the exact route (MXFP4, the default): codes copied, each 16-group's E4M3 scale
+# 2^(e - 127 + k) under a global scale 2^k, so `fp4forge dequantize` of the output equals
+# compressed-tensors' decode of the source bit for bit on every weight reported exact; the
+# reference route's error on the same weights beside it.
+for fmt in [f for f in ("mxfp4", "mxfp4-edge") if f in ref]:
+    qx, dqx, dqr = f"{WORK}/ff-qx-{fmt}", f"{WORK}/ff-qx-{fmt}-dq", f"{WORK}/ff-q-{fmt}-dq"
+    for d in (qx, dqx, dqr):
+        shutil.rmtree(d, ignore_errors=True)
+    st1, e1 = ff("quantize", f"{WORK}/{fmt}", qx, "--json")
+    st2, e2 = dequantize(qx, dqx) if st1 == 0 else (1, "")
+    st3, e3 = ff("quantize", f"{WORK}/{fmt}", f"{WORK}/ff-qr-{fmt}", "--mxfp4-route", "reference", "--force")
+    st4, e4 = dequantize(f"{WORK}/ff-qr-{fmt}", dqr) if st3 == 0 else (1, "")
+    if st1 or st2 or st3 or st4:
+        verdict(False, f"{fmt}_exact_route", f"fp4forge exits {st1}/{st2}/{st3}/{st4}: {last(e1 or e2 or e3 or e4)}")
+        continue
+    counts = json.loads(subprocess.run([FF, "quantize", f"{WORK}/{fmt}", qx + "-again", "--json", "--no-doctor"],
+                                       capture_output=True, text=True).stdout or "{}").get("mxfp4", {})
+    shutil.rmtree(qx + "-again", ignore_errors=True)
+    a, b, r = load_dir(dqx), load_dir(dqr), ref[fmt]
+    mods = [m for m in modules_of(src[fmt]) if m + "weight" in r]
+    same = [m for m in mods if same_bits(a[m + "weight"], r[m + "weight"])]
+    rel = [((b[m + "weight"].float() - r[m + "weight"].float()).norm() / r[m + "weight"].float().norm()).item()
+           for m in mods]
+    rel = [x for x in rel if x == x and x != float("inf")]   # the edge expert's Inf/NaN aside
+    # mxfp4-edge's rewritten expert spans E8M0 0..252, more than E4M3's 17 binades: that one
+    # alone takes the reference route
+    exact, fallback = counts.get("exact", -1), 1 if fmt.endswith("edge") else 0
+    verdict(len(same) == len(mods) - fallback and exact >= 0 and counts.get("requantized") == fallback,
+            f"{fmt}_exact_route",
+            f"{exact} weights reported exact ({counts.get('exact_groups')} groups), {counts.get('requantized')} "
+            f"re-quantized; dequantized output == compressed-tensors' decode of the source on {len(same)}/{len(mods)}; "
+            f"the reference route on the same weights: relative error mean {sum(rel) / max(len(rel), 1):.4f}, "
+            f"max {max(rel or [0]):.4f}")
 
 # 7. hostile sources, each a copy of a peer's source with one thing broken. The broken
 # module is a routed expert of layer 1 (experts are quantized in both formats); the

@@ -9,6 +9,7 @@
 
 #include "ct_int.h"
 #include "dtype.h"
+#include "mx_exact.h"
 #include "mxfp4.h"
 #include "qsource.h"
 #include "unit.h"
@@ -125,6 +126,35 @@ static void configs(void)
           f.kind == QS_FP8_BLOCK);
 }
 
+/* The exact route: the span counts nonzero 16-groups only, k puts the
+ * largest exponent at E4M3's 2^8, 17 binades fit and 18 do not, and each
+ * 16-group's scale over 2^k is the MXFP4 exponent exactly. */
+static void mxfp4_exact(void)
+{
+    enum { K = 64 };
+    uint8_t packed[2 * K / 2] = {0}, e8m0[2 * K / 32] = {120, 137, 100, 130};
+    packed[0] = 0x02;            /* row 0, group 0: nonzero (e 120) */
+    packed[8] = 0x08;            /* row 0, 16-group 1 (same 32-group): only -0 */
+    packed[16] = 0x70;           /* row 0, group 1: e 137 */
+    /* row 1: all zero (e 100 and 130 ignored) */
+    mx_span sp = {0};
+    mx_span_add(&sp, packed, e8m0, 2, K);
+    CHECK(sp.any && sp.emin == 120 && sp.emax == 137 && sp.groups == 8);
+    int k = 0;
+    CHECK(mx_exact_k(&sp, &k) && k == 8 - (137 - 127));
+    uint8_t scales[2 * K / 16];
+    mx_exact_scales(e8m0, 2, K, k, scales);
+    float gs = ldexpf(1.0f, k);
+    CHECK(ff_e4m3_to_f32(scales[0]) / gs == ldexpf(1.0f, 120 - 127));
+    CHECK(ff_e4m3_to_f32(scales[2]) / gs == ldexpf(1.0f, 137 - 127));
+    CHECK(ff_e4m3_to_f32(scales[0]) == ldexpf(1.0f, -9));   /* 17 binades down: E4M3's smallest subnormal */
+    mx_span wide = sp;
+    wide.emin = 119;             /* 18 binades: not exact */
+    CHECK(!mx_exact_k(&wide, &k));
+    mx_span none = {0};
+    CHECK(mx_exact_k(&none, &k) && k == 0);
+}
+
 int main(void)
 {
     RUN(int4_nibble_order);
@@ -132,5 +162,6 @@ int main(void)
     RUN(int4_rows_and_groups);
     RUN(mxfp4_values);
     RUN(configs);
+    RUN(mxfp4_exact);
     return UNIT_END();
 }

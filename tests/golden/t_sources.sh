@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Vendor-quantized sources without the peers (tests/conformance/t_ct_sources.sh proves
+# the decoders against compressed-tensors itself): Kimi-K2.5's INT4 layout and MXFP4
+# experts made by synth, decoded as an independent plain-python decoder does, quantized
+# and verified; MXFP4's exact route dequantizes to the source's values bit for bit and
+# --mxfp4-route reference re-quantizes; the output keeps no source quantization_config;
+# the Kimi-K2.5 real-geometry plan from INT4 headers in under 3 s; hostile sources refused
+# with one line naming the tensor or key, nothing written.
+set -u
+. "$(dirname "$0")/lib.sh"
+W=$WORK/sources; rm -rf "$W"; mkdir -p "$W"
+PYS=$(dirname "$0")/sources_py.py
+
+# Kimi-K2.5 INT4: decode == the plain decoder; quantize + verify; config
+$FF_FAST synth --arch kimi-k2.5 --source int4 "$W/k25" > /dev/null || fail "sources_k25_synth"
+$FF quantize "$W/k25" "$W/k25-dec" --ignore '.*' --allow-partial --quiet > "$W/k25-dec.out" 2>&1 || fail "sources_k25_decode_run" "$(tail -1 "$W/k25-dec.out")"
+mods="language_model.model.layers.1.mlp.experts.0.gate_proj language_model.model.layers.3.mlp.experts.11.down_proj"
+got=$(python3 "$PYS" decode "$W/k25" "$W/k25-dec" $mods 2>&1)
+[ "$got" = equal ] && pass "sources_int4_decode_equals_plain_decoder" "2 experts, bf16(q * scale)" || fail "sources_int4_decode_equals_plain_decoder" "$got"
+if $FF quantize "$W/k25" "$W/k25-q" --quiet > "$W/k25-q.out" 2>&1 && $FF verify "$W/k25-q" > "$W/k25-v.out" 2>&1; then
+    pass "sources_k25_quantize_verify" "$(grep -o 'quantized .*' "$W/k25-q.out" | head -1)"
+else fail "sources_k25_quantize_verify" "$(tail -2 "$W/k25-q.out" "$W/k25-v.out" | tr '\n' ' ')"; fi
+got=$(python3 - "$W/k25-q/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); q = c["quantization_config"]; ig = q["ignore"]
+print("quantization_config" in c["text_config"], q["format"], "language_model.lm_head" in ig,
+      any(i.startswith("vision_tower.") for i in ig), any(i.startswith("mm_projector.") for i in ig),
+      "language_model.model.layers.1.mlp.gate" in ig)
+PY
+)
+[ "$got" = "False nvfp4-pack-quantized True True True True" ] && pass "sources_k25_config" "INT4 text_config.quantization_config gone; lm_head, vision, projector, routers in ignore" || fail "sources_k25_config" "$got"
+
+# MXFP4: exact route by default, reference route on request
+$FF_FAST synth --arch deepseek-v3 --source mxfp4 "$W/mx" > /dev/null || fail "sources_mx_synth"
+$FF quantize "$W/mx" "$W/mx-dec" --ignore '.*' --allow-partial --quiet > /dev/null 2>&1
+got=$(python3 "$PYS" decode "$W/mx" "$W/mx-dec" model.layers.2.mlp.experts.0.up_proj model.layers.3.mlp.experts.7.down_proj 2>&1)
+[ "$got" = equal ] && pass "sources_mxfp4_decode_equals_plain_decoder" "2 experts, code * 2^(e - 127)" || fail "sources_mxfp4_decode_equals_plain_decoder" "$got"
+$FF quantize "$W/mx" "$W/mx-q" --quiet > "$W/mx-q.out" 2>&1 && $FF dequantize "$W/mx-q" "$W/mx-q-dq" > /dev/null 2>&1
+exact=$(grep -o 'mxfp4 .*' "$W/mx-q.out")
+names=$(python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); h=json.loads(b[8:8+struct.unpack("<Q",b[:8])[0]]); print(" ".join(k[:-14]+".weight" for k in h if k.endswith(".weight_packed") and ".layers.4." not in k))' "$W/mx/model.safetensors")
+got=$(python3 "$PYS" same "$W/mx-q-dq" "$W/mx-dec" $names 2>&1)
+if [ "$got" = equal ] && grep -q '48 weights carried exactly.* 0 re-quantized' <<< "$exact"; then
+    pass "sources_mxfp4_exact_route" "$(wc -w <<< "$names") quantized experts dequantize to the source's values bit for bit; $exact"
+else fail "sources_mxfp4_exact_route" "$got; $exact"; fi
+$FF verify "$W/mx-q" > "$W/mx-v.out" 2>&1 && pass "sources_mxfp4_exact_verifies" || fail "sources_mxfp4_exact_verifies" "$(tail -2 "$W/mx-v.out")"
+$FF quantize "$W/mx" "$W/mx-r" --quiet --mxfp4-route reference > "$W/mx-r.out" 2>&1
+grep -q '0 weights carried exactly.* 48 re-quantized' "$W/mx-r.out" && pass "sources_mxfp4_reference_route" "$(grep -o 'mxfp4 .*' "$W/mx-r.out" | cut -c1-90)" || fail "sources_mxfp4_reference_route" "$(tail -2 "$W/mx-r.out")"
+expect_rc sources_mxfp4_route_unknown 2 $FF quantize "$W/mx" "$W/mx-x" --mxfp4-route nearest
+
+# refusals that name the format
+expect_rc sources_verify_against_int4_refused 2 $FF verify "$W/k25-q" --against "$W/k25"
+grep -q "compressed-tensors INT4 pack-quantized, group 32" "$WORK/sources_verify_against_int4_refused.out" && pass "sources_verify_against_int4_names_format" || fail "sources_verify_against_int4_names_format" "$(tail -1 "$WORK/sources_verify_against_int4_refused.out")"
+$FF dequantize "$W/k25" "$W/k25-dq" > "$W/dq-int4.out" 2>&1
+grep -q 'INT4 pack-quantized, group 32 checkpoint (fp4forge quantize reads it as it is)' "$W/dq-int4.out" && pass "sources_dequantize_says_what_it_is" || fail "sources_dequantize_says_what_it_is" "$(tail -1 "$W/dq-int4.out")"
+
+# hostile sources: one line naming the tensor or key, exit 1, nothing at OUT
+hostile() {   # NAME GOOD KIND WANT
+    local mod; mod=$(python3 "$PYS" bad "$2" "$W/bad-$1" "$3") || { fail "sources_hostile_$1" "could not make it"; return; }
+    $FF quantize "$W/bad-$1" "$W/bad-$1-out" --quiet > "$W/bad-$1.out" 2>&1; local rc=$?
+    local want=${4:-$mod}
+    if [ $rc -eq 1 ] && [ ! -e "$W/bad-$1-out" ] && ! ls -d "$W/bad-$1-out".partial-* > /dev/null 2>&1 && grep -q -- "$want" "$W/bad-$1.out"; then
+        pass "sources_hostile_$1" "$(grep -o 'tensor .*\|config.json: .*' "$W/bad-$1.out" | head -1 | cut -c1-110)"
+    else fail "sources_hostile_$1" "rc=$rc, wanted 1 naming $want: $(tail -1 "$W/bad-$1.out")"; fi
+}
+hostile int4_nan_scale "$W/k25" nan_scale
+hostile int4_weight_shape_lies "$W/k25" shape_lies
+hostile int4_missing_scale "$W/k25" no_scale
+hostile int4_bits_8 "$W/k25" bits_8 num_bits
+hostile mxfp4_e8m0_255 "$W/mx" e8m0_255
+
+# Kimi-K2.5 at real geometry: plan from INT4 sparse headers (best of two)
+$FF_FAST synth --arch kimi-k2.5 --size real --sparse --source int4 "$W/k25-real" > /dev/null || fail "sources_k25_real_synth"
+secs=99
+for _ in 1 2; do
+    t0=$(date +%s.%N); $FF_FAST plan "$W/k25-real" --json > "$W/k25-real.json" 2> "$W/k25-real.err"; rc=$?; t1=$(date +%s.%N)
+    secs=$(awk -v a="$t0" -v b="$t1" -v s="$secs" 'BEGIN{d=b-a; printf "%.2f", d < s ? d : s}')
+done
+got=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["quantized_experts"], j["expected_experts"], j["quantized_dense"], j["routers_ignored"], j["ok"])' "$W/k25-real.json" 2>/dev/null)
+if [ "$rc" -eq 0 ] && [ "$got" = "69120 69120 488 60 True" ] && awk -v s="$secs" 'BEGIN{exit !(s < 3.0)}'; then
+    pass "sources_k25_real_plan" "61 layers x 384 experts: 69120 expert Linears from INT4 headers, 488 dense, 60 routers ignored, ${secs} s"
+else fail "sources_k25_real_plan" "rc=$rc got '$got' in ${secs} s"; fi
+rm -rf "$W/k25-real"
+exit $GOLDEN_RC
