@@ -184,6 +184,9 @@ typedef struct ff_family {
     /* Linear modules left alone that have no tensor of their own (a tied
      * lm_head): listed in ignore when absent. NULL-terminated, may be NULL. */
     const char *const *implicit_ignore;
+    /* A line the plan notes for every checkpoint of the family (what serving
+     * its output needs, or cannot do), or NULL. */
+    const char *note;
     /* doctor: NULL-terminated checks and the codes they raise (with fixes) */
     const ff_doctor_check *doctor_checks;
     const ff_doctor_code *doctor_codes;

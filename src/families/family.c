@@ -23,6 +23,7 @@
     X(glm4_moe_lite)       \
     X(deepseek_v32)        \
     X(kimi_k25)            \
+    X(gpt_oss)             \
     /* end of the table */
 
 #define DECLARE_FAMILY(name) extern const ff_family ff_family_##name;

@@ -20,19 +20,26 @@
 #include "threadpool.h"
 #include "writer_int.h"
 
-void synth_add(synth_list *l, synth_init k, int ndim, int64_t a, int64_t b, int64_t c, const char *fmt, ...)
+static synth_tensor *synth_next(synth_list *l)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 256;
         synth_tensor *t = realloc(l->t, cap * sizeof *t);
-        if (!t) {
-            l->oom = 1;
-            return;
-        }
+        if (!t)
+            return NULL;
         l->t = t;
         l->cap = cap;
     }
-    synth_tensor *t = &l->t[l->n++];
+    return memset(&l->t[l->n++], 0, sizeof *l->t);
+}
+
+void synth_add(synth_list *l, synth_init k, int ndim, int64_t a, int64_t b, int64_t c, const char *fmt, ...)
+{
+    synth_tensor *t = synth_next(l);
+    if (!t) {
+        l->oom = 1;
+        return;
+    }
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(t->name, sizeof t->name, fmt, ap);
@@ -40,6 +47,22 @@ void synth_add(synth_list *l, synth_init k, int ndim, int64_t a, int64_t b, int6
     t->ndim = ndim;
     t->shape[0] = a; t->shape[1] = b; t->shape[2] = c;
     t->init = k;
+}
+
+void synth_add_blocks(synth_list *l, int64_t experts, int64_t rows, int64_t groups, const char *fmt, ...)
+{
+    synth_tensor *t = synth_next(l);
+    if (!t) {
+        l->oom = 1;
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    t->ndim = 4;
+    t->shape[0] = experts; t->shape[1] = rows; t->shape[2] = groups; t->shape[3] = 16;
+    t->init = SYNTH_CODES;
 }
 
 int synth_write_text(const char *dir, const char *name, const char *text, ff_err *e)
@@ -61,6 +84,8 @@ static uint64_t numel(const synth_tensor *t)
     return n;
 }
 
+static uint64_t elem_bytes(const synth_tensor *t) { return synth_is_u8(t) ? 1 : 2; }
+
 int synth_preset(const char *preset, const char *size, synth_geom *g, const ff_family **fam, ff_err *e)
 {
     *fam = ff_family_by_preset(preset);
@@ -80,7 +105,7 @@ uint64_t synth_bytes(const ff_family *fam, const synth_geom *g)
     uint64_t b = 0;
     if (fam->synth_tensors(g, &l, NULL) == FF_OK)
         for (size_t i = 0; i < l.n; i++)
-            b += numel(&l.t[i]) * 2;
+            b += numel(&l.t[i]) * elem_bytes(&l.t[i]);
     free(l.t);
     return b;
 }
@@ -117,6 +142,14 @@ static void fill_chunk(void *ctx, size_t c)
     fill_job *j = ctx;
     uint64_t begin = (uint64_t)c * CHUNK, end = begin + CHUNK < j->n ? begin + CHUNK : j->n;
     uint64_t s = j->seed ^ ((j->first + begin) / CHUNK) * 0x2545f4914f6cdd1dull;
+    if (synth_is_u8(j->t)) {
+        uint8_t *b = (uint8_t *)j->buf;
+        for (uint64_t i = begin; i < end; i++) {
+            uint64_t r = mix(&s);
+            b[i] = j->t->init == SYNTH_E8M0 ? (uint8_t)(118 + r % 6) : (uint8_t)r;
+        }
+        return;
+    }
     for (uint64_t i = begin; i < end; i++) {
         uint64_t r = mix(&s);
         /* sum of three 21-bit uniforms: mean 1.5, sd 0.5 -> roughly normal */
@@ -169,10 +202,10 @@ static int write_tensors(const synth_list *l, ckpt_writer *w, ff_pool *pool, uin
             fill_job j = {.t = &l->t[i], .seed = hash_name(l->t[i].name, seed), .first = first,
                           .n = total - first < BLOCK ? total - first : BLOCK, .buf = buf};
             pool_run(pool, (j.n + CHUNK - 1) / CHUNK, fill_chunk, &j);
-            uint64_t off = first * 2;
+            uint64_t esz = elem_bytes(&l->t[i]), off = first * esz;
             size_t k = ss->out_shard[out];
-            rc = st_pwrite_all(ss->fds[k], ss->paths[k], buf, j.n * 2, ss->out_abs[out] + off, e);
-            ss->bytes_written += j.n * 2;
+            rc = st_pwrite_all(ss->fds[k], ss->paths[k], buf, j.n * esz, ss->out_abs[out] + off, e);
+            ss->bytes_written += j.n * esz;
         }
         out++;
     }
@@ -206,10 +239,10 @@ int synth_write(const ff_family *fam, const synth_geom *g, const char *out_dir, 
         }
         st_out *x = &outs[nouts++];
         x->name = l.t[i].name;
-        x->dtype = FF_DT_BF16;
+        x->dtype = synth_is_u8(&l.t[i]) ? FF_DT_U8 : FF_DT_BF16;
         x->ndim = l.t[i].ndim;
         memcpy(x->shape, l.t[i].shape, sizeof l.t[i].shape);
-        x->nbytes = numel(&l.t[i]) * 2;
+        x->nbytes = numel(&l.t[i]) * elem_bytes(&l.t[i]);
     }
     ckpt_writer *w = NULL;
     ff_pool *pool = NULL;

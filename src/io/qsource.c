@@ -6,6 +6,7 @@
 
 #include "ct_int.h"
 #include "fp8_block.h"
+#include "gptoss.h"
 #include "jsonio.h"
 #include "mxfp4.h"
 #include "threadpool.h"
@@ -124,8 +125,14 @@ int qs_config(const json_t *config, qs_format *f, char *why, size_t n)
     }
     if (strcmp(method, "compressed-tensors") == 0)
         return ct_config(q, f, why, n);
+    if (strcmp(method, "mxfp4") == 0) {   /* gpt-oss's own layout (src/io/gptoss.h) */
+        f->kind = QS_GPTOSS_MXFP4;
+        f->bits = 4;
+        f->group = MXFP4_GROUP;
+        return 1;
+    }
     return refuse(why, n, "quant_method is '%s'%s (decoded: fp8 block, compressed-tensors pack-quantized and "
-                          "mxfp4-pack-quantized)", method, "");
+                          "mxfp4-pack-quantized, gpt-oss's mxfp4)", method, "");
 }
 
 const char *qs_format_name(const qs_format *f, char *buf, size_t n)
@@ -136,6 +143,8 @@ const char *qs_format_name(const qs_format *f, char *buf, size_t n)
         snprintf(buf, n, "compressed-tensors INT%d pack-quantized, group %d", f->bits, f->group);
     else if (f->kind == QS_CT_MXFP4)
         snprintf(buf, n, "compressed-tensors MXFP4");
+    else if (f->kind == QS_GPTOSS_MXFP4)
+        snprintf(buf, n, "gpt-oss MXFP4");
     else
         snprintf(buf, n, "unquantized");
     return buf;
@@ -269,6 +278,8 @@ static const char *ct_orphan(const ckpt *c, const char *name)
 /* Is t consumed by a stored weight (its scale, shape): no view entry. */
 static int is_companion(const ckpt *c, const qs_format *f, const ckpt_tensor *t)
 {
+    if (f->kind == QS_GPTOSS_MXFP4)
+        return gptoss_entries(c, t) == 0;
     if (f->kind == QS_FP8_BLOCK)
         return fp8b_is_scale(c, t->st->name);
     for (int i = 0; i < NPARTS; i++) {
@@ -320,23 +331,35 @@ static int view_entry(qs_view *v, const ckpt *c, const ckpt_tensor *t, size_t k,
     return FF_OK;
 }
 
+/* How many view tensors stored tensor t becomes. */
+static size_t entries_of(const ckpt *c, const qs_format *f, const ckpt_tensor *t)
+{
+    if (is_companion(c, f, t))
+        return 0;
+    int64_t n = f->kind == QS_GPTOSS_MXFP4 ? gptoss_entries(c, t) : -1;
+    return n >= 0 ? (size_t)n : 1;
+}
+
 int qs_view_build(qs_view *v, const ckpt *c, const qs_format *f, ff_err *e)
 {
     memset(v, 0, sizeof *v);
     v->fmt = *f;
-    size_t n = c->ntensors ? c->ntensors : 1;
-    v->ck.tensors = malloc(n * sizeof *v->ck.tensors);
+    size_t n = 1;
+    for (size_t i = 0; i < c->ntensors; i++)
+        n += entries_of(c, f, &c->tensors[i]);
+    v->ck.tensors = calloc(n, sizeof *v->ck.tensors);
     v->st = calloc(n, sizeof *v->st);
     v->w = calloc(n, sizeof *v->w);
     if (!v->ck.tensors || !v->st || !v->w)
         return ff_fail(e, FF_EIO, "out of memory");
     for (size_t i = 0; i < c->ntensors; i++) {
-        if (is_companion(c, f, &c->tensors[i]))
-            continue;
-        int rc = view_entry(v, c, &c->tensors[i], v->ck.ntensors, e);
+        size_t k = entries_of(c, f, &c->tensors[i]);
+        int split = f->kind == QS_GPTOSS_MXFP4 && gptoss_entries(c, &c->tensors[i]) > 0;
+        int rc = !k ? FF_OK : split ? gptoss_fill(v, c, &c->tensors[i], v->ck.ntensors, e)
+                                    : view_entry(v, c, &c->tensors[i], v->ck.ntensors, e);
+        v->ck.ntensors += k;   /* filled or not: qs_view_free frees what was named */
         if (rc)
             return rc;
-        v->ck.ntensors++;
     }
     return ckpt_view_open(&v->ck, c, e);
 }
@@ -406,11 +429,28 @@ static int check_scales(const ckpt *c, const qs_format *f, const qs_weight *w, f
     return bad(e, c, w->scale, msg);
 }
 
+/* A gpt-oss expert's slice: one expert is small next to a whole tensor. */
+static int decode_slice(const ckpt *c, const qs_view *v, const qs_weight *w, uint16_t **out, ff_err *e)
+{
+    const ckpt_tensor *t = &v->ck.tensors[w - v->w];
+    *out = malloc(st_numel(t->st) * 2 + 2);
+    if (!*out)
+        return ff_fail(e, FF_EIO, "out of memory decoding %s", t->st->name);
+    int rc = gptoss_decode(c, w, t, *out, e);
+    if (rc) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 int qs_decode(const ckpt *c, const qs_view *v, const qs_weight *w, ff_pool *pool, uint16_t **out, ff_err *e)
 {
     *out = NULL;
     if (v->fmt.kind == QS_FP8_BLOCK)
         return fp8b_decode_tensor(c, w->data, w->scale, pool, out, e);
+    if (w->row_step)
+        return decode_slice(c, v, w, out, e);
     uint64_t rows, cols;
     int rc = ct_geometry(c, &v->fmt, w, &rows, &cols, e);
     if (!rc)
@@ -433,4 +473,31 @@ int qs_decode(const ckpt *c, const qs_view *v, const qs_weight *w, ff_pool *pool
     if (f->map)
         st_map_drop(st_data(f, w->data->st), w->data->st->end - w->data->st->begin);
     return FF_OK;
+}
+
+/* ---- MXFP4 rows (the exact route) --------------------------------------------------- */
+
+static uint64_t stored_row(const qs_weight *w, uint64_t r)
+{
+    return w->row_step ? w->row0 + r * w->row_step : r;
+}
+
+static uint64_t view_cols(const ckpt_tensor *t)
+{
+    return t->st->ndim == 2 ? (uint64_t)t->st->shape[1] : 1;
+}
+
+const uint8_t *qs_mx_codes_row(const ckpt *c, const qs_weight *w, const ckpt_tensor *t, uint64_t r)
+{
+    return ckpt_data(c, w->data) + stored_row(w, r) * (view_cols(t) / 2);
+}
+
+const uint8_t *qs_mx_scales_row(const ckpt *c, const qs_weight *w, const ckpt_tensor *t, uint64_t r)
+{
+    return ckpt_data(c, w->scale) + stored_row(w, r) * (view_cols(t) / MXFP4_GROUP);
+}
+
+int qs_is_mxfp4(const qs_view *v)
+{
+    return v && (v->fmt.kind == QS_CT_MXFP4 || v->fmt.kind == QS_GPTOSS_MXFP4);
 }

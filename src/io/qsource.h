@@ -19,7 +19,7 @@
 
 #include "checkpoint.h"
 
-typedef enum { QS_NONE = 0, QS_FP8_BLOCK, QS_CT_INT, QS_CT_MXFP4 } qs_kind;
+typedef enum { QS_NONE = 0, QS_FP8_BLOCK, QS_CT_INT, QS_CT_MXFP4, QS_GPTOSS_MXFP4 } qs_kind;
 
 typedef struct qs_format {
     qs_kind kind;
@@ -37,11 +37,16 @@ int qs_config(const json_t *config, qs_format *f, char *why, size_t n);
 /* "FP8-block", "compressed-tensors INT4 pack-quantized, group 32", ... */
 const char *qs_format_name(const qs_format *f, char *buf, size_t n);
 
-/* One stored weight and the tensors that decode it. */
+/* One stored weight and the tensors that decode it. A view tensor may also
+ * be a slice of a fused stored one (gpt-oss: expert e's gate rows are every
+ * other row of its gate_up blocks; its gate bias every other element of
+ * gate_up_proj_bias): decoded row r is stored row row0 + r * row_step. */
 typedef struct qs_weight {
-    const ckpt_tensor *data;    /* F8_E4M3 weight, or weight_packed */
-    const ckpt_tensor *scale;   /* weight_scale_inv, or weight_scale */
+    const ckpt_tensor *data;    /* F8_E4M3 weight, weight_packed or *_blocks; a bias for gather */
+    const ckpt_tensor *scale;   /* weight_scale_inv, weight_scale or *_scales; NULL for gather */
     const ckpt_tensor *shape;   /* weight_shape (pack-quantized), else NULL */
+    uint64_t row0, row_step;    /* slices: which stored rows (row_step 0: the whole tensor) */
+    int gather;                 /* a bf16 slice copied, not codes decoded (gpt-oss's biases) */
 } qs_weight;
 
 typedef struct qs_view {
@@ -66,5 +71,13 @@ struct ff_pool;
  * are then dropped from the mapping. A NaN or infinite scale, or an E8M0
  * scale of 255, is an error naming the tensor and the element. */
 int qs_decode(const ckpt *c, const qs_view *v, const qs_weight *w, struct ff_pool *pool, uint16_t **out, ff_err *e);
+
+/* MXFP4 weights (compressed-tensors' or gpt-oss's), row by row: the codes
+ * (cols / 2 bytes) and E8M0 exponents (cols / 32) of decoded row r of the
+ * view tensor t. For the exact route (src/quantize/mx_exact.h). */
+const uint8_t *qs_mx_codes_row(const ckpt *c, const qs_weight *w, const ckpt_tensor *t, uint64_t r);
+const uint8_t *qs_mx_scales_row(const ckpt *c, const qs_weight *w, const ckpt_tensor *t, uint64_t r);
+/* Is the view's format MXFP4 (either layout)? */
+int qs_is_mxfp4(const qs_view *v);
 
 #endif

@@ -691,6 +691,8 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
             return ff_fail(e, FF_EIO, "out of memory while planning");
         }
     }
+    if (p->fam->note)
+        note(p->notes, &p->nnotes, "%s", p->fam->note);
     p->arch_class = strdup(p->expect.experts ? "moe" : "dense");
     if (!p->arch_class)
         return ff_fail(e, FF_EIO, "out of memory while planning");

@@ -800,7 +800,7 @@ typedef struct unit_ctx {
 /* Every member an MXFP4 source weight read whole: the exact route's units. */
 static int mxfp4_unit(const plan *p, const plan_unit *u)
 {
-    if (!p->src_view || p->src_view->fmt.kind != QS_CT_MXFP4)
+    if (!qs_is_mxfp4(p->src_view))
         return 0;
     for (size_t k = 0; k < u->count; k++) {
         const plan_member *m = &p->members[u->first + k];
@@ -810,24 +810,28 @@ static int mxfp4_unit(const plan *p, const plan_unit *u)
     return 1;
 }
 
-static int mx_nan_scale(const ckpt *c, const qs_weight *w, ff_err *e)
+/* Row r's exponents, or an E8M0 NaN refused. */
+static int mx_nan_row(const ckpt *c, const qs_weight *w, const plan_member *m, uint64_t r, ff_err *e)
 {
-    const uint8_t *d = ckpt_data(c, w->scale), *hit = memchr(d, MXFP4_SCALE_NAN, st_numel(w->scale->st));
-    return hit ? ff_fail(e, FF_EIO, "%s: tensor %s: element %llu is E8M0 255, which MX defines as NaN",
-                         ckpt_path(c, w->scale), w->scale->st->name, (unsigned long long)(hit - d))
+    const uint8_t *d = qs_mx_scales_row(c, w, m->src, r), *hit = memchr(d, MXFP4_SCALE_NAN, m->cols / MXFP4_GROUP);
+    return hit ? ff_fail(e, FF_EIO, "%s: tensor %s: an exponent of row %llu of %s is E8M0 255, which MX defines as NaN",
+                         ckpt_path(c, w->scale), w->scale->st->name, (unsigned long long)r, m->module)
                : FF_OK;
 }
 
-/* The unit's exponent span, or an E8M0 NaN refused. */
+/* The unit's exponent span (row by row: a gpt-oss gate is every other
+ * stored row), or an E8M0 NaN refused. */
 static int mx_unit_span(const unit_ctx *x, const plan_unit *u, mx_span *sp, ff_err *e)
 {
     for (size_t k = 0; k < u->count; k++) {
         const plan_member *m = &x->p->members[u->first + k];
         const qs_weight *w = plan_source_weight(x->p, m->src);
-        int rc = mx_nan_scale(x->c, w, e);
-        if (rc)
-            return rc;
-        mx_span_add(sp, ckpt_data(x->c, w->data), ckpt_data(x->c, w->scale), m->rows, m->cols);
+        for (uint64_t r = 0; r < m->rows; r++) {
+            int rc = mx_nan_row(x->c, w, m, r, e);
+            if (rc)
+                return rc;
+            mx_span_add(sp, qs_mx_codes_row(x->c, w, m->src, r), qs_mx_scales_row(x->c, w, m->src, r), 1, m->cols);
+        }
     }
     return FF_OK;
 }
@@ -836,16 +840,25 @@ static int mx_unit_span(const unit_ctx *x, const plan_unit *u, mx_span *sp, ff_e
 static int mx_write_member(const unit_ctx *x, const plan_member *m, float gs, int k, ff_err *e)
 {
     const qs_weight *w = plan_source_weight(x->p, m->src);
-    uint8_t *scales = malloc(m->rows * m->cols / NVFP4_GROUP + 1);
-    if (!scales)
+    uint64_t pb = m->cols / 2, sb = m->cols / NVFP4_GROUP;
+    uint8_t *scales = malloc(m->rows * sb + 1), *codes = w->row_step ? malloc(m->rows * pb + 1) : NULL;
+    if (!scales || (w->row_step && !codes)) {
+        free(scales);
+        free(codes);
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", m->module);
-    mx_exact_scales(ckpt_data(x->c, w->scale), m->rows, m->cols, k, scales);
-    int rc = out_write(&x->io->wc, x->ss, m->out, ckpt_data(x->c, w->data), m->rows * m->cols / 2, e);
+    }
+    for (uint64_t r = 0; r < m->rows; r++) {
+        mx_exact_scales(qs_mx_scales_row(x->c, w, m->src, r), 1, m->cols, k, scales + r * sb);
+        if (codes)   /* a slice of a fused tensor: its rows gathered */
+            memcpy(codes + r * pb, qs_mx_codes_row(x->c, w, m->src, r), pb);
+    }
+    int rc = out_write(&x->io->wc, x->ss, m->out, codes ? codes : ckpt_data(x->c, w->data), m->rows * pb, e);
     if (!rc)
-        rc = out_write(&x->io->wc, x->ss, m->out + 1, scales, m->rows * m->cols / NVFP4_GROUP, e);
+        rc = out_write(&x->io->wc, x->ss, m->out + 1, scales, m->rows * sb, e);
     if (!rc)
         rc = out_write(&x->io->wc, x->ss, m->out + 2, &gs, sizeof gs, e);
     free(scales);
+    free(codes);
     return rc;
 }
 
