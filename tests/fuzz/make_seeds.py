@@ -118,6 +118,31 @@ fp8 = [(L + "self_attn.o_proj.weight", "F8_E4M3", [130, 130], bytes(range(256)) 
        (L + "mlp.down_proj.weight_scale_inv", "F32", [1, 2], struct.pack("<2f", 1.0, 3.0))]
 write("fp8_source", "deepseek", json.dumps(DS).encode() + SEP + st(fp8))
 
+# Vendor-quantized sources (fuzz_sources): compressed-tensors INT4 pack-quantized (I32
+# codes, BF16 scale per 32, I64 weight_shape), MXFP4 (U8 codes, U8 E8M0 per 32) and
+# gpt-oss's own MXFP4 experts (blocks [E, R, G, 16], scales [E, R, G], bias [E, R]).
+def ct(fmt, typ):
+    return {"model_type": "deepseek_v3", "num_hidden_layers": 1,
+            "quantization_config": {"quant_method": "compressed-tensors", "format": fmt, "config_groups": {
+                "group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": typ, "symmetric": True,
+                                                               "strategy": "group", "group_size": 32}}}}}
+E = "model.layers.0.mlp.experts.0.down_proj."
+int4 = [(E + "weight_packed", "I32", [4, 8], bytes(range(128))),
+        (E + "weight_scale", "BF16", [4, 2], bf16(8, 0x3C00)),
+        (E + "weight_shape", "I64", [2], struct.pack("<2q", 4, 64))]
+write("sources", "int4", json.dumps(ct("pack-quantized", "int")).encode() + SEP + st(int4))
+mx = [(E + "weight_packed", "U8", [4, 32], bytes(range(128))), (E + "weight_scale", "U8", [4, 2], bytes([0, 1, 127, 254] * 2))]
+write("sources", "mxfp4", json.dumps(ct("mxfp4-pack-quantized", "float")).encode() + SEP + st(mx))
+G = "model.layers.0.mlp.experts."
+oss = [(G + "gate_up_proj_blocks", "U8", [2, 4, 1, 16], bytes(range(128))),
+       (G + "gate_up_proj_scales", "U8", [2, 4, 1], bytes([120, 121, 0, 254, 127, 126, 125, 124])),
+       (G + "gate_up_proj_bias", "BF16", [2, 4], bf16(8)),
+       (G + "down_proj_blocks", "U8", [2, 2, 1, 16], bytes(range(64))),
+       (G + "down_proj_scales", "U8", [2, 2, 1], bytes([127] * 4)),
+       (G + "down_proj_bias", "BF16", [2, 2], bf16(4))]
+write("sources", "gptoss", json.dumps({"model_type": "gpt_oss", "quantization_config": {"quant_method": "mxfp4"}}).encode()
+      + SEP + st(oss))
+
 # Report pages (fuzz_html): a verify result and a diff --values result, as the
 # commands write them, one name claiming a huge layer index.
 VR = {"output": "q", "against": "src", "ok": False, "class": "moe",
