@@ -87,6 +87,10 @@ all_commands() {
     countdown merge "$W/o-m" merge "$W/in" "$W/adapter" "$W/o-m"
 }
 SUFFIX="" FF_FAULTSIM_JANSSON=0 all_commands
+# a vendor-quantized source (gpt-oss's MXFP4 layout: the decoded view, its
+# slices of fused experts, the exact route), fp4forge's own allocations only
+$FF_FAST synth --arch gpt-oss-20b "$W/oss" > /dev/null || fail faultsim_setup_gptoss
+SUFFIX="" FF_FAULTSIM_JANSSON=0 countdown quantize_gptoss_mxfp4 "$W/o-oss" quantize --quiet --threads 1 "$W/oss" "$W/o-oss"
 own_sites=$(sort -u "$W/sites" | wc -l)
 SUFFIX=_with_jansson FF_FAULTSIM_JANSSON=1 all_commands
 [ "$(insum)" = "$IN_SUM" ] && pass faultsim_inputs_unchanged || fail faultsim_inputs_unchanged
