@@ -80,4 +80,23 @@ if [ "$rc" -eq 0 ] && [ "$got" = "69120 69120 488 60 True" ] && awk -v s="$secs"
     pass "sources_k25_real_plan" "61 layers x 384 experts: 69120 expert Linears from INT4 headers, 488 dense, 60 routers ignored, ${secs} s"
 else fail "sources_k25_real_plan" "rc=$rc got '$got' in ${secs} s"; fi
 rm -rf "$W/k25-real"
+
+# gpt-oss: its own MXFP4 layout read per expert, carried exactly; the family's note on
+# vLLM; gpt-oss-120b's real-geometry plan (36 layers x 128 experts x 3)
+$FF_FAST synth --arch gpt-oss-20b "$W/oss" > /dev/null || fail "sources_gptoss_synth"
+if $FF quantize "$W/oss" "$W/oss-q" > "$W/oss-q.out" 2>&1 && $FF verify "$W/oss-q" > "$W/oss-v.out" 2>&1 &&
+    grep -q '24 weights carried exactly.* 0 re-quantized' "$W/oss-q.out" && grep -q 'vLLM 0.32 cannot load' "$W/oss-q.out"; then
+    pass "sources_gptoss_quantize_verify" "$(grep -o 'mxfp4 .*' "$W/oss-q.out" | cut -c1-70)"
+else fail "sources_gptoss_quantize_verify" "$(tail -2 "$W/oss-q.out" "$W/oss-v.out" | tr '\n' ' ')"; fi
+got=$(python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); h=json.loads(b[8:8+struct.unpack("<Q",b[:8])[0]]); print(sorted(k for k in h if ".layers.1.mlp.experts.3." in k))' "$W/oss-q/model.safetensors")
+want="['model.layers.1.mlp.experts.3.down_proj.bias', 'model.layers.1.mlp.experts.3.down_proj.weight_global_scale', 'model.layers.1.mlp.experts.3.down_proj.weight_packed', 'model.layers.1.mlp.experts.3.down_proj.weight_scale', 'model.layers.1.mlp.experts.3.gate_proj.bias', 'model.layers.1.mlp.experts.3.gate_proj.weight_global_scale', 'model.layers.1.mlp.experts.3.gate_proj.weight_packed', 'model.layers.1.mlp.experts.3.gate_proj.weight_scale', 'model.layers.1.mlp.experts.3.up_proj.bias', 'model.layers.1.mlp.experts.3.up_proj.weight_global_scale', 'model.layers.1.mlp.experts.3.up_proj.weight_packed', 'model.layers.1.mlp.experts.3.up_proj.weight_scale']"
+[ "$got" = "$want" ] && pass "sources_gptoss_llmc_names" "experts.N.{gate,up,down}_proj with bias, as llm-compressor linearizes gpt-oss" || fail "sources_gptoss_llmc_names" "$got"
+$FF_FAST synth --arch gpt-oss-120b --size real --sparse "$W/oss-real" > /dev/null || fail "sources_gptoss_real_synth"
+t0=$(date +%s.%N); $FF_FAST plan "$W/oss-real" --json > "$W/oss-real.json" 2>&1; rc=$?; t1=$(date +%s.%N)
+secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}')
+got=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["quantized_experts"], j["expected_experts"], j["quantized_dense"], j["routers_ignored"], j["ok"])' "$W/oss-real.json" 2>/dev/null)
+if [ "$rc" -eq 0 ] && [ "$got" = "13824 13824 144 36 True" ] && awk -v s="$secs" 'BEGIN{exit !(s < 3.0)}'; then
+    pass "sources_gptoss_120b_real_plan" "36 layers x 128 experts: 13824 expert Linears from MXFP4 headers, 144 dense, 36 routers ignored, ${secs} s"
+else fail "sources_gptoss_120b_real_plan" "rc=$rc got '$got' in ${secs} s"; fi
+rm -rf "$W/oss-real"
 exit $GOLDEN_RC
