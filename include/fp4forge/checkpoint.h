@@ -22,6 +22,8 @@ typedef struct ckpt {
     ckpt_tensor *tensors;   /* shard order, then header order */
     size_t ntensors;
     size_t *hash;           /* open addressing over tensors, for ckpt_find */
+    uint64_t *hash_tag;     /* each slot's full hash: a probe that misses compares
+                             * 8 bytes, not a name in another cache line */
     size_t hash_cap;
     uint64_t hash_key[2];   /* SipHash key drawn per checkpoint: names come
                              * from the file (src/base/siphash.h) */

@@ -24,6 +24,7 @@
     X(deepseek_v32)        \
     X(kimi_k25)            \
     X(gpt_oss)             \
+    X(kimi_k3)             \
     /* end of the table */
 
 #define DECLARE_FAMILY(name) extern const ff_family ff_family_##name;

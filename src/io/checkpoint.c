@@ -24,21 +24,24 @@ static int build_hash(ckpt *c, ff_err *e)
     while (c->hash_cap < c->ntensors * 2)
         c->hash_cap *= 2;
     c->hash = malloc(c->hash_cap * sizeof *c->hash);
-    if (!c->hash)
+    c->hash_tag = malloc(c->hash_cap * sizeof *c->hash_tag);
+    if (!c->hash || !c->hash_tag)
         return ff_fail(e, FF_EIO, "out of memory");
     for (size_t i = 0; i < c->hash_cap; i++)
         c->hash[i] = SIZE_MAX;
     for (size_t i = 0; i < c->ntensors; i++) {
         const char *name = c->tensors[i].st->name;
-        size_t h = hash_str(c, name) & (c->hash_cap - 1);
+        uint64_t tag = hash_str(c, name);
+        size_t h = tag & (c->hash_cap - 1);
         while (c->hash[h] != SIZE_MAX) {
             const ckpt_tensor *o = &c->tensors[c->hash[h]];
-            if (strcmp(o->st->name, name) == 0)
+            if (c->hash_tag[h] == tag && strcmp(o->st->name, name) == 0)
                 return ff_fail(e, FF_EIO, "%s: tensor %s is also in %s", c->files[c->tensors[i].file].path,
                                name, c->files[o->file].path);
             h = (h + 1) & (c->hash_cap - 1);
         }
         c->hash[h] = i;
+        c->hash_tag[h] = tag;
     }
     return FF_OK;
 }
@@ -52,12 +55,15 @@ const ckpt_tensor *ckpt_find_join(const ckpt *c, const char *stem, size_t stem_l
 {
     if (!c->hash)
         return NULL;
-    size_t h = ff_siphash2(c->hash_key, stem, stem_len, suffix, strlen(suffix)) & (c->hash_cap - 1);
+    uint64_t tag = ff_siphash2(c->hash_key, stem, stem_len, suffix, strlen(suffix));
+    size_t h = tag & (c->hash_cap - 1);
     while (c->hash[h] != SIZE_MAX) {
-        const ckpt_tensor *t = &c->tensors[c->hash[h]];
-        const char *n = t->st->name;
-        if (strncmp(n, stem, stem_len) == 0 && strcmp(n + stem_len, suffix) == 0)
-            return t;
+        if (c->hash_tag[h] == tag) {
+            const ckpt_tensor *t = &c->tensors[c->hash[h]];
+            const char *n = t->st->name;
+            if (strncmp(n, stem, stem_len) == 0 && strcmp(n + stem_len, suffix) == 0)
+                return t;
+        }
         h = (h + 1) & (c->hash_cap - 1);
     }
     return NULL;
@@ -324,6 +330,7 @@ void ckpt_close(ckpt *c)
     free(c->files);
     free(c->tensors);
     free(c->hash);
+    free(c->hash_tag);
     json_decref(c->config);
     free(c->dir);
     memset(c, 0, sizeof *c);
@@ -345,6 +352,7 @@ void ckpt_view_close(ckpt *view)
 {
     free(view->tensors);
     free(view->hash);
+    free(view->hash_tag);
     memset(view, 0, sizeof *view);
 }
 
