@@ -49,20 +49,35 @@ void synth_add(synth_list *l, synth_init k, int ndim, int64_t a, int64_t b, int6
     t->init = k;
 }
 
-void synth_add_blocks(synth_list *l, int64_t experts, int64_t rows, int64_t groups, const char *fmt, ...)
+static void add_4d(synth_list *l, synth_init k, const int64_t shape[4], const char *fmt, va_list ap)
 {
     synth_tensor *t = synth_next(l);
     if (!t) {
         l->oom = 1;
         return;
     }
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    t->ndim = 4;
+    memcpy(t->shape, shape, sizeof t->shape);
+    t->init = k;
+}
+
+void synth_add_4d(synth_list *l, synth_init k, int64_t a, int64_t b, int64_t c, int64_t d, const char *fmt, ...)
+{
+    const int64_t shape[4] = {a, b, c, d};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    add_4d(l, k, shape, fmt, ap);
     va_end(ap);
-    t->ndim = 4;
-    t->shape[0] = experts; t->shape[1] = rows; t->shape[2] = groups; t->shape[3] = 16;
-    t->init = SYNTH_CODES;
+}
+
+void synth_add_blocks(synth_list *l, int64_t experts, int64_t rows, int64_t groups, const char *fmt, ...)
+{
+    const int64_t shape[4] = {experts, rows, groups, 16};
+    va_list ap;
+    va_start(ap, fmt);
+    add_4d(l, SYNTH_CODES, shape, fmt, ap);
+    va_end(ap);
 }
 
 int synth_write_text(const char *dir, const char *name, const char *text, ff_err *e)

@@ -30,6 +30,9 @@ typedef struct synth_list {
 
 void synth_add(synth_list *l, synth_init k, int ndim, int64_t a, int64_t b, int64_t c, const char *fmt, ...)
     __attribute__((format(printf, 7, 8)));
+/* A 4-D tensor (a Conv2d's weight). */
+void synth_add_4d(synth_list *l, synth_init k, int64_t a, int64_t b, int64_t c, int64_t d, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
 /* MXFP4 blocks as gpt-oss stores them: U8 [experts, rows, groups, 16]. */
 void synth_add_blocks(synth_list *l, int64_t experts, int64_t rows, int64_t groups, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

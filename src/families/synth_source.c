@@ -189,14 +189,26 @@ static json_t *ct_qconfig(const char *format, const char *type, int group, const
     return q;
 }
 
+static json_t *kimi_int4_qconfig(void)
+{
+    json_t *q = ct_qconfig("pack-quantized", "int", INT4_GROUP, NULL), *ig = json_array();
+    static const char *const ignore[] = {"re:.*self_attn.*", "re:.*shared_experts.*",
+                                         "re:.*mlp\\.(gate|up|gate_up|down)_proj.*", "re:.*lm_head.*",
+                                         "re:.*vision_tower.*", "re:.*mm_projector.*"};
+    for (size_t i = 0; i < sizeof ignore / sizeof *ignore; i++)
+        json_array_append_new(ig, json_string(ignore[i]));
+    json_object_set_new(q, "ignore", ig);
+    return q;
+}
+
 json_t *synth_source_qconfig(synth_source src)
 {
     switch (src) {
     case SYNTH_FP8_BLOCK:   /* DeepSeek-V3's published quantization_config */
         return json_pack("{s:s, s:s, s:s, s:[i, i]}", "activation_scheme", "dynamic", "fmt", "e4m3", "quant_method",
                          "fp8", "weight_block_size", FP8_BLK, FP8_BLK);
-    case SYNTH_INT4:   /* Kimi-K2.5's shape of it: routed experts only */
-        return ct_qconfig("pack-quantized", "int", INT4_GROUP, "re:.*(self_attn|shared_experts|mlp\\.(gate|up|down)_proj).*");
+    case SYNTH_INT4:   /* Kimi-K2.6's: routed experts only (its ignore list, anchored with .* as loaders need) */
+        return kimi_int4_qconfig();
     case SYNTH_MXFP4:
         return ct_qconfig("mxfp4-pack-quantized", "float", MX_GROUP, "re:.*(self_attn|shared_experts|mlp\\.(gate|up|down)_proj).*");
     default:

@@ -101,7 +101,7 @@ static int kimi_k25_synth_preset(const char *preset, const char *size, synth_geo
 static void vision(const synth_geom *g, synth_list *l)
 {
     int64_t V = g->vision_hidden, I = g->vision_intermediate;
-    synth_add(l, SYNTH_NORMAL, 2, V, 3 * 14 * 14, 0, "vision_tower.patch_embed.proj.weight");
+    synth_add_4d(l, SYNTH_NORMAL, V, 3, 14, 14, "vision_tower.patch_embed.proj.weight");   /* a Conv2d */
     synth_add(l, SYNTH_NORMAL, 1, V, 0, 0, "vision_tower.patch_embed.proj.bias");
     synth_add(l, SYNTH_NORMAL, 3, 64, 64, V, "vision_tower.patch_embed.pos_emb.weight");
     for (int b = 0; b < g->vision_layers; b++) {
@@ -162,6 +162,8 @@ static int kimi_k25_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
 static json_t *kimi_k25_synth_config(const synth_geom *g)
 {
     json_t *text = mla_synth_config(g, "kimi_k2", "DeepseekV3ForCausalLM");
+    /* Moonshot's vt_* keys and transformers 5.17's own (Kimi_K25VisionConfig reads
+     * only the latter, vLLM too): both, as a checkpoint saved by either has them */
     json_t *vision = json_pack("{s:i, s:i, s:i, s:s, s:i, s:i, s:I, s:I, s:[i, i], s:s, s:s, s:I, s:I}",
                                "patch_size", 14, "init_pos_emb_height", 64, "init_pos_emb_width", 64,
                                "pos_emb_type", "divided_fixed", "vt_num_attention_heads", g->vision_heads,
@@ -169,10 +171,17 @@ static json_t *kimi_k25_synth_config(const synth_geom *g)
                                "vt_intermediate_size", (json_int_t)g->vision_intermediate, "merge_kernel_size", 2, 2,
                                "mm_projector_type", "patchmerger", "projector_hidden_act", "gelu", "mm_hidden_size",
                                (json_int_t)g->vision_hidden, "text_hidden_size", (json_int_t)g->hidden);
+    json_t *hf = json_pack("{s:s, s:I, s:I, s:i, s:i, s:i, s:i, s:i}", "model_type", "kimi_k25_vision", "hidden_size",
+                           (json_int_t)g->vision_hidden, "intermediate_size", (json_int_t)g->vision_intermediate,
+                           "num_attention_heads", g->vision_heads, "num_hidden_layers", g->vision_layers,
+                           "pos_emb_height", 64, "pos_emb_width", 64, "pos_emb_time", 4);
+    json_object_update(vision, hf);
+    json_decref(hf);
     json_object_set_new(text, "tie_word_embeddings", json_false());
-    return json_pack("{s:[s], s:s, s:s, s:o, s:o, s:b}", "architectures", "KimiK25ForConditionalGeneration",
-                     "model_type", "kimi_k25", "dtype", "bfloat16", "text_config", text, "vision_config", vision,
-                     "tie_word_embeddings", 0);
+    return json_pack("{s:[s], s:s, s:s, s:o, s:o, s:b, s:i, s:i, s:I}", "architectures",
+                     "KimiK25ForConditionalGeneration", "model_type", "kimi_k25", "dtype", "bfloat16", "text_config", text,
+                     "vision_config", vision, "tie_word_embeddings", 0, "image_token_id", 163605,
+                     "media_placeholder_token_id", 163605, "projection_hidden_size", (json_int_t)g->vision_hidden);
 }
 
 /* The processor files a multimodal upload carries (doctor checks them). */
