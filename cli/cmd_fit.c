@@ -101,7 +101,7 @@ int cmd_fit(const cli_args *args)
         return cmd_report("fit", &e);
     ckpt c;
     fit_report *r = calloc(1, sizeof *r);
-    int rc = r ? ckpt_open_headers(&c, a.pos[0], 1, &e) : ff_fail(&e, FF_EIO, "out of memory");
+    int rc = r ? ckpt_open_headers(&c, a.pos[0], 1, &e) : ff_oom(&e, "out of memory");
     if (!rc)
         rc = fit_run(r, &c, &o, &e);
     if (!rc && cli_flag(&a, "--json")) {

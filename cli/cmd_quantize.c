@@ -191,7 +191,7 @@ static int job_run(job *j, const cli_args *a, const quant_opts *o, int json, ff_
     with_card.card = &ci;
     char *base_card = card_for(a, &ci, &obs, card_note, sizeof card_note);
     int rc = base_card ? quantize_run(&j->c, &j->p, a->pos[1], &with_card, &st, e)
-                       : ff_fail(e, FF_EIO, "out of memory");
+                       : ff_oom(e, "out of memory");
     free(base_card);
     if (rc)
         return rc;

@@ -18,6 +18,7 @@ enum {
 
 typedef struct ff_err {
     int code;
+    int oom;         /* an allocation failed (ff_oom): not a fact about the input */
     char msg[1024];
 } ff_err;
 
@@ -25,6 +26,11 @@ typedef struct ff_err {
  * `return ff_fail(e, FF_EIO, "...")`. A NULL e is allowed. */
 int ff_fail(ff_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* An allocation failed: FF_EIO with e->oom set, so a caller that must tell a
+ * full memory from bad input (doctor's findings, the plan's geometry,
+ * verify's verdict) reads a flag, not the message. */
+int ff_oom(ff_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Prefixes context ("file: ") onto an existing message; returns e->code. */
 int ff_wrap(ff_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -13,7 +13,21 @@ int ff_fail(ff_err *e, int code, const char *fmt, ...)
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
     e->code = code;
+    e->oom = 0;
     return code;
+}
+
+int ff_oom(ff_err *e, const char *fmt, ...)
+{
+    if (!e)
+        return FF_EIO;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->code = FF_EIO;
+    e->oom = 1;
+    return FF_EIO;
 }
 
 int ff_wrap(ff_err *e, const char *fmt, ...)

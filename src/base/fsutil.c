@@ -218,7 +218,7 @@ char **fs_list_files(const char *dir, size_t *n, ff_err *e)
     }
     closedir(d);
     if (!list) {
-        ff_fail(e, FF_EIO, "%s: out of memory listing folder", dir);
+        ff_oom(e, "%s: out of memory listing folder", dir);
         return NULL;
     }
     qsort(list, len, sizeof *list, cmp_str);
@@ -415,7 +415,7 @@ static int check_out(const char *final_dir, int force, const char *const *inputs
 int fs_stage_check(const char *out_dir, int force, const char *const *inputs, ff_err *e)
 {
     char *final_dir = trim_slashes(out_dir);
-    int rc = final_dir ? check_out(final_dir, force, inputs, e) : ff_fail(e, FF_EIO, "out of memory");
+    int rc = final_dir ? check_out(final_dir, force, inputs, e) : ff_oom(e, "out of memory");
     free(final_dir);
     return rc;
 }
@@ -427,7 +427,7 @@ int fs_stage_begin(fs_stage *s, const char *out_dir, int force, const char *cons
     s->final_dir = trim_slashes(out_dir);
     s->tmp_dir = fs_stage_path(out_dir);
     if (!s->final_dir || !s->tmp_dir)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     int rc = check_out(s->final_dir, force, inputs, e);
     if (rc)
         return rc;

@@ -50,10 +50,10 @@ int jsonio_load_flags(const char *path, size_t flags, json_t **out, ff_err *e)
     fclose(f);
     if (jsonio_alloc_failures() != failures) {
         json_decref(j);
-        return ff_fail(e, FF_EIO, "%s: out of memory reading its JSON", path);
+        return ff_oom(e, "%s: out of memory reading its JSON", path);
     }
     if (!j && json_error_code(&je) == json_error_out_of_memory)
-        return ff_fail(e, FF_EIO, "%s: out of memory reading its JSON", path);
+        return ff_oom(e, "%s: out of memory reading its JSON", path);
     if (!j)
         return ff_fail(e, FF_EIO, "%s: bad JSON at line %d: %s", path, je.line, je.text);
     if (!json_is_object(j)) {
@@ -71,10 +71,10 @@ int jsonio_parse(const char *buf, size_t len, const char *what, json_t **out, ff
     json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
     if (jsonio_alloc_failures() != failures) {
         json_decref(j);
-        return ff_fail(e, FF_EIO, "%s: out of memory reading its JSON", what);
+        return ff_oom(e, "%s: out of memory reading its JSON", what);
     }
     if (!j && json_error_code(&je) == json_error_out_of_memory)
-        return ff_fail(e, FF_EIO, "%s: out of memory reading its JSON", what);
+        return ff_oom(e, "%s: out of memory reading its JSON", what);
     if (!j)
         return ff_fail(e, FF_EIO, "%s: bad JSON at byte %d: %s", what, je.position, je.text);
     if (!json_is_object(j)) {
@@ -105,7 +105,7 @@ int jsonio_save(const char *path, const json_t *j, ff_err *e)
     /* JSON_REAL_PRECISION(17) keeps every double exact on reload. */
     char *s = jsonio_dumps_checked(j, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     if (!s)
-        return ff_fail(e, FF_EIO, "%s: out of memory writing JSON", path);
+        return ff_oom(e, "%s: out of memory writing JSON", path);
     FILE *f = fopen(path, "w");
     int ok = f && fputs(s, f) != EOF && fputc('\n', f) != EOF;
     ok = (f ? fclose(f) == 0 : 0) && ok;

@@ -306,7 +306,7 @@ int diff_run(const char *a, const char *b, int allow, int values, json_t **resul
         fill(r, &A, &B);
         json_t *vd = values ? value_diff(&A.c, &B.c, r) : NULL;
         if (values && !vd)
-            rc = ff_fail(e, FF_EIO, "out of memory comparing values");
+            rc = ff_oom(e, "out of memory comparing values");
         if (json_array_size(vd))
             json_object_set_new(r, "same", json_false());
         if (vd)

@@ -101,7 +101,7 @@ static int grow_rows(insp *s, ff_err *e)
         size_t cap = s->cap ? s->cap * 2 : 32;
         insp_row *nr = realloc(s->rows, cap * sizeof *nr);
         if (!nr)
-            return ff_fail(e, FF_EIO, "out of memory");
+            return ff_oom(e, "out of memory");
         s->rows = nr;
         s->cap = cap;
     }
@@ -109,7 +109,7 @@ static int grow_rows(insp *s, ff_err *e)
         return FF_OK;
     size_t cap = s->index_cap ? s->index_cap * 2 : 64, *idx = malloc(cap * sizeof *idx);
     if (!idx)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     free(s->row_index);
     s->row_index = idx;
     s->index_cap = cap;

@@ -80,7 +80,7 @@ static void fail_item(vctx *v, const char *name, const char *fmt, ...)
     va_start(ap, fmt);
     char *text = vformat(fmt, ap);
     va_end(ap);
-    v->out_of_memory |= !text || strstr(text, "out of memory") != NULL;
+    v->out_of_memory |= !text;
     json_t *c = check(v, name);
     json_object_set_new(c, "ok", json_false());
     json_array_append_new(json_object_get(c, "items"), jsonio_string(text ? text : "out of memory formatting "
@@ -120,6 +120,7 @@ static void check_module(vctx *v, const char *mod)
         fail_item(v, "decode", "%s: %llu blocks with non-zero codes have a zero block scale (first: block %llu of "
                                "%s), so their weights decode to 0", mod, (unsigned long long)zero,
                   (unsigned long long)first, m.scale->st->name);
+    v->out_of_memory |= e2.oom;   /* a decode that could not run says nothing of the module */
     if (m.module) {
         dq_drop_whole(&v->q, m.packed);
         dq_drop_whole(&v->q, m.scale);
@@ -277,6 +278,7 @@ static void fail_group(vctx *v, const gs_rec *r, size_t n)
         o += (size_t)snprintf(buf + o, cap - o, "%s%s %.9g", k ? ", " : "", r[k].module, (double)r[k].gs);
     fail_item(v, "fused_scales", "global scales differ in a fused group (one GEMM): %s",
               buf ? buf : "(out of memory listing its members)");
+    v->out_of_memory |= !buf;
     free(buf);
 }
 
@@ -289,8 +291,10 @@ static void check_fused(vctx *v)
     for (size_t i = 0; recs && got >= 0 && i < v->q.ntensors; i++)
         if (dq_module_of(v->q.tensors[i].st->name, v->mod, v->mod_cap) && (got = gs_record(v, v->mod, &recs[n])) > 0)
             n++;
-    if (!recs || got < 0)
+    if (!recs || got < 0) {
         fail_item(v, "fused_scales", "out of memory grouping the global scales");
+        v->out_of_memory = 1;
+    }
     if (recs)
         qsort(recs, n, sizeof *recs, gs_cmp);
     for (size_t i = 0; i < n;) {
@@ -466,7 +470,8 @@ static void check_tokenizer(vctx *v)
     } else {
         json_t *t = NULL;
         ff_err e2 = {0};
-        if (jsonio_load(p, &t, &e2))
+        v->out_of_memory |= jsonio_load(p, &t, &e2) != FF_OK && e2.oom;
+        if (e2.code)
             fail_item(v, "tokenizer", "%s", e2.msg);
         else if (!json_is_null(json_object_get(t, "truncation")) && json_object_get(t, "truncation"))
             fail_item(v, "tokenizer", "tokenizer.json has truncation set (prompts would be cut); run fp4forge doctor --fix");
@@ -816,7 +821,7 @@ static int alloc_names(vctx *v, ff_err *e)
         longest = strlen(v->s.tensors[i].st->name) > longest ? strlen(v->s.tensors[i].st->name) : longest;
     v->mod_cap = longest + 128;
     v->mod = malloc(v->mod_cap);
-    return v->mod ? FF_OK : ff_fail(e, FF_EIO, "out of memory");
+    return v->mod ? FF_OK : ff_oom(e, "out of memory");
 }
 
 static int open_all(vctx *v, const char *out_dir, ff_err *e)
@@ -845,7 +850,7 @@ static int open_all(vctx *v, const char *out_dir, ff_err *e)
         }
     }
     if (!rc && !(v->pool = pool_create(v->o->threads)))
-        rc = ff_fail(e, FF_EIO, "out of memory starting %d threads", v->o->threads);
+        rc = ff_oom(e, "out of memory starting %d threads", v->o->threads);
     return rc ? rc : alloc_names(v, e);
 }
 
@@ -919,7 +924,7 @@ int verify_run(const char *out_dir, const verify_opts *o, json_t **result, ff_er
     close_all(&v);
     if (v.out_of_memory || jsonio_alloc_failures() != json_failures || !r) {
         json_decref(r);
-        return ff_fail(e, FF_EIO, "%s: out of memory while verifying (no verdict)", out_dir);
+        return ff_oom(e, "%s: out of memory while verifying (no verdict)", out_dir);
     }
     *result = r;
     return FF_OK;

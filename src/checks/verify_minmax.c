@@ -48,7 +48,7 @@ static int member_rel(const plan_member *m, const ckpt *s, float gs, nvfp4_rows_
     free(packed);
     free(scales);
     free(d);
-    return rows ? FF_OK : (e->code ? e->code : ff_fail(e, FF_EIO, "out of memory"));
+    return rows ? FF_OK : (e->code ? e->code : ff_oom(e, "out of memory"));
 }
 
 json_t *verify_minmax_errors(const plan *p, const ckpt *s, ff_err *e)

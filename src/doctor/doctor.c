@@ -56,7 +56,7 @@ static int load_optional(const char *dir, const char *name, json_t **out, int *l
 {
     *out = NULL;
     char *p = fs_join(dir, name);
-    int rc = p ? FF_OK : ff_fail(e, FF_EIO, "%s: out of memory", dir);
+    int rc = p ? FF_OK : ff_oom(e, "%s: out of memory", dir);
     if (fs_exists(p)) {
         rc = jsonio_load(p, out, e);
         ff_err le = {0};   /* when this fails too, the first reason stands */
@@ -95,6 +95,7 @@ int dctx_open(dctx *c, const char *dir, const doctor_opts *o, ff_err *e)
         ckpt_close(&c->ck);
         memset(&c->ck, 0, sizeof c->ck);
         snprintf(c->ck_why, sizeof c->ck_why, "%s", ce.msg);
+        c->oom |= ce.oom;
     }
     c->fam = ff_family_detect(c->config);
     if (c->fam && c->fam->doctor_open)
@@ -128,14 +129,14 @@ int doctor_check(const char *dir, const doctor_opts *o, doctor_report *r, ff_err
     if (rc == FF_OK)
         for (const ff_doctor_check *chk = checks_of(&c); *chk; chk++)
             (*chk)(&c, r);
+    int oom = c.oom;
     dctx_close(&c);
     if (rc == FF_OK && r->lost)
-        rc = ff_fail(e, FF_EIO, "out of memory: %zu findings could not be recorded", r->lost);
+        rc = ff_oom(e, "out of memory: %zu findings could not be recorded", r->lost);
     /* a check that ran out of memory found nothing about the folder: its
      * "finding" would send the user to fix a file that is fine */
-    for (size_t i = 0; rc == FF_OK && i < r->n; i++)
-        if (strstr(r->f[i].msg, "out of memory"))
-            rc = ff_fail(e, FF_EIO, "%s: out of memory while checking (%s)", dir, r->f[i].code);
+    if (rc == FF_OK && oom)
+        rc = ff_oom(e, "%s: out of memory while checking", dir);
     if (rc) /* a report that could not be made holds nothing to free */
         doctor_report_free(r);
     return rc;

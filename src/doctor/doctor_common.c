@@ -69,8 +69,8 @@ static int same_family(const dctx *c, char *why, size_t n)
     ff_err e = {0};
     int rc = jsonio_load(p, &ac, &e);
     free(p);
-    if (rc)
-        return snprintf(why, n, "--aux-from: %.300s", e.msg), 0;
+    if (rc)   /* -1: no memory to tell, which is no reason to refuse */
+        return e.oom ? -1 : (snprintf(why, n, "--aux-from: %.300s", e.msg), 0);
     const json_t *at = json_object_get(ac, "text_config");
     if (!json_is_object(at))
         at = ac;
@@ -105,7 +105,10 @@ static int copy_from_aux(dctx *c, doctor_finding *f, const char *name, ff_err *e
 int doctor_fix_aux(dctx *c, doctor_finding *f, ff_err *e)
 {
     char why[400];
-    if (!same_family(c, why, sizeof why)) {
+    int same = same_family(c, why, sizeof why);
+    if (same < 0)
+        return ff_oom(e, "out of memory reading --aux-from");
+    if (!same) {
         doctor_note(f, 0, "refused: %s", why);
         return FF_OK;
     }
@@ -117,7 +120,10 @@ int doctor_fix_aux(dctx *c, doctor_finding *f, ff_err *e)
 int doctor_fix_template(dctx *c, doctor_finding *f, ff_err *e)
 {
     char why[400];
-    if (!same_family(c, why, sizeof why)) {
+    int same = same_family(c, why, sizeof why);
+    if (same < 0)
+        return ff_oom(e, "out of memory reading --aux-from");
+    if (!same) {
         doctor_note(f, 0, "refused: %s", why);
         return FF_OK;
     }

@@ -25,6 +25,8 @@ typedef struct dctx {
     json_t *tokcfg;          /* tokenizer_config.json or NULL */
     int tokcfg_lossy;        /* parsed with big ints as reals: never rewrite */
     int dirty_config, dirty_tok, dirty_tokcfg;
+    int oom;                 /* a check ran out of memory: what it found says
+                              * nothing about the folder (ff_err.oom) */
 } dctx;
 
 /* Checks and fixes every family shares (doctor_common.c). */

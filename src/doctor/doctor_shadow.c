@@ -51,7 +51,7 @@ int doctor_input_prepare(doctor_input *d, const char *in_dir, const char *out_di
         return rc;
     d->shadow = fs_shadow_path(out_dir);
     if (!d->shadow)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     fs_rm_rf(d->shadow);
     rc = build_shadow(in_dir, d->shadow, e);
     if (!rc)

@@ -168,7 +168,7 @@ int ff_decoder_all_sparse_expect(const json_t *config, ff_expect *x, ff_err *e)
 {
     ff_geometry *g = malloc(sizeof *g);
     if (!g)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     int rc = ff_decoder_all_sparse_geometry(config, g, e);
     if (!rc) {
         memset(x, 0, sizeof *x);

@@ -122,7 +122,7 @@ int ff_matcher_init(ff_matcher *m, const ff_family *fam, const json_t *config, f
     m->config = config;
     m->re = calloc(fam->nrules, sizeof *m->re);
     if (!m->re)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     for (size_t i = 0; i < fam->nrules; i++) {
         if (regcomp(&m->re[i], fam->rules[i].regex, REG_EXTENDED | REG_NOSUB) != 0) {
             m->n = i;
@@ -156,7 +156,7 @@ ff_geometry *ff_geometry_new(const ff_family *fam, const json_t *config, ff_err 
 {
     ff_geometry *g = malloc(sizeof *g);
     if (!g) {
-        ff_fail(e, FF_EIO, "out of memory");
+        ff_oom(e, "out of memory");
         return NULL;
     }
     if (!fam->geometry || fam->geometry(config, g, e) != FF_OK) {

@@ -46,7 +46,7 @@ int mla_expect(const json_t *config, int64_t extra_dense, ff_expect *x, ff_err *
 {
     ff_geometry *g = malloc(sizeof *g);
     if (!g)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     int rc = mla_geometry(config, g, e);
     if (rc) {
         free(g);

@@ -53,7 +53,7 @@ int qh_expect(const json_t *config, ff_expect *x, ff_err *e)
 {
     ff_geometry *g = malloc(sizeof *g);
     if (!g)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     int full = 0, rc = qh_geometry(config, g, e);
     for (int i = 0; !rc && i < g->layers; i++)
         full += g->layer[i].state_bytes == 0;

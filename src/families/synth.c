@@ -183,7 +183,7 @@ static int write_encoded(const synth_tensor *t, ckpt_writer *w, size_t out, ff_p
     uint64_t total = numel(t);
     uint16_t *buf = malloc(total * 2 + 1);
     if (!buf)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     for (uint64_t first = 0; first < total; first += BLOCK) {
         fill_job j = {.t = t, .seed = hash_name(t->name, seed), .first = first,
                       .n = total - first < BLOCK ? total - first : BLOCK, .buf = buf + first};
@@ -199,7 +199,7 @@ static int write_tensors(const synth_list *l, ckpt_writer *w, ff_pool *pool, uin
 {
     uint16_t *buf = malloc((size_t)BLOCK * 2);
     if (!buf)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     shard_set *ss = ckpt_writer_shards(w);
     int rc = FF_OK;
     size_t out = 0;   /* output index of tensor i (a quantized one is 2 or 3 outputs) */
@@ -244,7 +244,7 @@ int synth_write(const ff_family *fam, const synth_geom *g, const char *out_dir, 
     st_out *outs = rc ? NULL : calloc(l.n ? SYNTH_MAX_PARTS * l.n : 1, sizeof *outs);
     char (*names)[SYNTH_MAX_PARTS][SYNTH_PART_NAME] = rc || !o->source ? NULL : calloc(l.n ? l.n : 1, sizeof *names);
     if (!rc && (!outs || (o->source && !names)))
-        rc = ff_fail(e, FF_EIO, "out of memory");
+        rc = ff_oom(e, "out of memory");
     size_t nouts = 0;
     for (size_t i = 0; !rc && i < l.n; i++) {
         size_t np = o->source ? synth_source_parts(o->source, &l.t[i], outs + nouts, names[i]) : 0;
@@ -277,7 +277,7 @@ int synth_write(const ff_family *fam, const synth_geom *g, const char *out_dir, 
     if (qc)   /* a multimodal model's goes with its text model, as Kimi-K2.5 ships it */
         json_object_set_new(json_is_object(text) ? text : cfg, "quantization_config", qc);
     if (!rc)
-        rc = cfg ? ckpt_writer_close(w, cfg, NULL, 0, e) : ff_fail(e, FF_EIO, "out of memory");
+        rc = cfg ? ckpt_writer_close(w, cfg, NULL, 0, e) : ff_oom(e, "out of memory");
     json_decref(cfg);
     if (!rc)
         rc = fam->synth_aux(g, ckpt_writer_dir(w), e);

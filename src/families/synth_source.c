@@ -161,7 +161,7 @@ int synth_source_write(synth_source src, const synth_tensor *t, const uint16_t *
     int rc = FF_OK;
     for (size_t i = 0; i < np && rc == FF_OK; i++)
         if (!(buf[i] = malloc(parts[i].nbytes + 1)))
-            rc = ff_fail(e, FF_EIO, "out of memory");
+            rc = ff_oom(e, "out of memory");
     if (rc == FF_OK && src == SYNTH_FP8_BLOCK)
         encode_fp8(w, N, K, buf[0], buf[1]);
     else if (rc == FF_OK && src == SYNTH_INT4) {

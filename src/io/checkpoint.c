@@ -26,7 +26,7 @@ static int build_hash(ckpt *c, ff_err *e)
     c->hash = malloc(c->hash_cap * sizeof *c->hash);
     c->hash_tag = malloc(c->hash_cap * sizeof *c->hash_tag);
     if (!c->hash || !c->hash_tag)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     for (size_t i = 0; i < c->hash_cap; i++)
         c->hash[i] = SIZE_MAX;
     for (size_t i = 0; i < c->ntensors; i++) {
@@ -92,7 +92,7 @@ static char **shard_names(const char *dir, json_t **index, size_t *n, ff_err *e)
         free(ip);
         char **names = json_is_object(wm) ? calloc(json_object_size(wm) + 1, sizeof *names) : NULL;
         if (json_is_object(wm) && !names)
-            ff_fail(e, FF_EIO, "out of memory");
+            ff_oom(e, "out of memory");
         if (!names)
             return drop_index(index);
         size_t len = 0;
@@ -114,7 +114,7 @@ static char **shard_names(const char *dir, json_t **index, size_t *n, ff_err *e)
             while (i < len && strcmp(names[i], f) != 0)
                 i++;
             if (i == len && !(names[len++] = strdup(f))) {
-                ff_fail(e, FF_EIO, "out of memory");
+                ff_oom(e, "out of memory");
                 fs_free_list(names, len);
                 return drop_index(index);
             }
@@ -221,7 +221,7 @@ static int index_tensors(ckpt *c, ff_err *e)
 {
     c->tensors = calloc(c->ntensors ? c->ntensors : 1, sizeof *c->tensors);
     if (!c->tensors)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     size_t k = 0;
     for (size_t f = 0; f < c->nfiles; f++)
         for (size_t i = 0; i < c->files[f].ntensors; i++) {
@@ -236,11 +236,11 @@ static int open_folder(ckpt *c, const char *dir, int need_config, int map, ff_er
 {
     c->dir = strdup(dir);
     if (!c->dir)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     if (!fs_is_dir(dir))
         return ckpt_not_a_folder(dir, e);
     char *cp = fs_join(dir, "config.json");
-    int rc = cp ? FF_OK : ff_fail(e, FF_EIO, "%s: out of memory", dir);
+    int rc = cp ? FF_OK : ff_oom(e, "%s: out of memory", dir);
     if (!rc && fs_exists(cp))
         rc = jsonio_load(cp, &c->config, e);
     else if (!rc && need_config)
@@ -262,11 +262,11 @@ static int open_folder(ckpt *c, const char *dir, int need_config, int map, ff_er
     if (!c->files) {
         fs_free_list(names, nshards);
         json_decref(index);
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     }
     for (size_t i = 0; i < nshards && rc == FF_OK; i++) {
         char *p = fs_join(dir, names[i]);
-        rc = !p ? ff_fail(e, FF_EIO, "%s: out of memory", dir)
+        rc = !p ? ff_oom(e, "%s: out of memory", dir)
              : map ? st_open(&c->files[i], p, e) : st_open_header(&c->files[i], p, e);
         free(p);
         c->nfiles = i + 1;
@@ -287,7 +287,7 @@ int ckpt_open_memory(ckpt *c, const char *name, const char *config, size_t confi
     memset(c, 0, sizeof *c);
     c->dir = strdup(name);
     c->files = calloc(1, sizeof *c->files);
-    int rc = c->dir && c->files ? FF_OK : ff_fail(e, FF_EIO, "out of memory");
+    int rc = c->dir && c->files ? FF_OK : ff_oom(e, "out of memory");
     if (!rc && config)
         rc = jsonio_parse(config, config_len, "config.json", &c->config, e);
     if (!rc)
@@ -375,7 +375,7 @@ int ckpt_copy_aux(const char *in_dir, const char *out_dir, int with_config, ff_e
             (!with_config && strcmp(f, "config.json") == 0) || strstr(f, ".bak-fp4forge-"))
             continue;
         char *a = fs_join(in_dir, f), *b = fs_join(out_dir, f);
-        rc = a && b ? fs_copy_file(a, b, e) : ff_fail(e, FF_EIO, "%s: out of memory", f);
+        rc = a && b ? fs_copy_file(a, b, e) : ff_oom(e, "%s: out of memory", f);
         free(a);
         free(b);
     }

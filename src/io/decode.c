@@ -133,7 +133,7 @@ int dq_find(const ckpt *c, const char *module, dq_module *m, ff_err *e)
                        module, (long long)s->shape[0], (long long)s->shape[1],
                        (long long)p->shape[0], (long long)p->shape[1]);
     m->module = strdup(module);
-    return m->module ? FF_OK : ff_fail(e, FF_EIO, "out of memory");
+    return m->module ? FF_OK : ff_oom(e, "out of memory");
 }
 
 void dq_module_free(dq_module *m)
@@ -248,7 +248,7 @@ int dq_decode(const ckpt *c, const dq_module *m, float *f32, uint16_t *bf16, dq_
     memcpy(&st->global_scale, ckpt_data(c, m->global), sizeof(float));
     dq_table *t = malloc(sizeof *t);
     if (!t)
-        return ff_fail(e, FF_EIO, "out of memory decoding %s", m->module);
+        return ff_oom(e, "out of memory decoding %s", m->module);
     dq_table_init(t, st->global_scale);
     dq_decode_rows(c, m, t, 0, m->rows, f32, bf16, st);
     free(t);

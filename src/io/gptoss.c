@@ -76,7 +76,7 @@ static int entry(qs_view *v, const ckpt_tensor *t, size_t k, size_t stem, int64_
     *st = *t->st;
     size_t n = stem + 64;
     if (!(st->name = malloc(n)))
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     snprintf(st->name, n, "%.*sexperts.%lld.%s.%s", (int)stem, t->st->name, (long long)e_idx, proj, kind);
     st->dtype = FF_DT_BF16;
     st->ndim = cols ? 2 : 1;

@@ -115,7 +115,7 @@ char *hfcache_root(const hf_env *env, ff_err *e)
         return NULL;
     }
     if (!r)
-        ff_fail(e, FF_EIO, "out of memory");
+        ff_oom(e, "out of memory");
     return r;
 }
 
@@ -169,7 +169,7 @@ static int split_name(const char *arg, hf_ref *r, ff_err *e)
     r->repo = at ? strndup(arg, (size_t)(at - arg)) : strdup(arg);
     r->revision = strdup(at ? at + 1 : "main");
     r->name = r->repo ? strdup(strchr(r->repo, '/') + 1) : NULL;
-    return r->repo && r->revision && r->name ? FF_OK : ff_fail(e, FF_EIO, "out of memory");
+    return r->repo && r->revision && r->name ? FF_OK : ff_oom(e, "out of memory");
 }
 
 /* The cache folder of a repo: "models--org--name" (huggingface_hub's
@@ -187,21 +187,21 @@ static int find_snapshot(const char *arg, const char *root, hf_ref *r, ff_err *e
     char *model = model_folder(root, r->repo), *ref = NULL, commit[41];
     int rc = FF_OK, got;
     if (!model)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     if (!fs_is_dir(model)) {
         rc = not_cached(e, arg, r->repo, r->revision, model, "not");
     } else if (is_commit(r->revision)) {
         /* a full commit hash names the snapshot itself, no ref needed */
         memcpy(commit, r->revision, 41);
     } else if (!(ref = path_of(model, "refs", r->revision, NULL))) {
-        rc = ff_fail(e, FF_EIO, "out of memory");
+        rc = ff_oom(e, "out of memory");
     } else if ((got = read_ref(ref, commit, e)) < 0) {
         rc = e ? e->code : FF_EIO;
     } else if (got > 0) {
         rc = not_cached(e, arg, r->repo, r->revision, ref, "its revision is not");
     }
     if (!rc && !(r->dir = path_of(model, "snapshots", commit, NULL)))
-        rc = ff_fail(e, FF_EIO, "out of memory");
+        rc = ff_oom(e, "out of memory");
     if (!rc && !fs_is_dir(r->dir))
         rc = not_cached(e, arg, r->repo, r->revision, r->dir, "its snapshot is not");
     free(model);

@@ -89,7 +89,7 @@ static int check_folder(const roots *r, const char *dir, ff_err *e)
         if (de->d_name[0] == '.')
             continue;
         char *p = fs_join(dir, de->d_name);
-        rc = p ? check_entry(r, p, e) : ff_fail(e, FF_EIO, "out of memory");
+        rc = p ? check_entry(r, p, e) : ff_oom(e, "out of memory");
         free(p);
     }
     closedir(d);

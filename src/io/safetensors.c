@@ -80,7 +80,7 @@ static int parse_entry(st_file *f, const char *name, json_t *v, st_tensor *t,
                        p, name, dt, (unsigned long long)numel, (unsigned long long)want,
                        (unsigned long long)(t->end - t->begin));
     t->name = strdup(name);
-    return t->name ? FF_OK : ff_fail(e, FF_EIO, "out of memory");
+    return t->name ? FF_OK : ff_oom(e, "out of memory");
 }
 
 static int cmp_begin(const void *a, const void *b)
@@ -98,7 +98,7 @@ static int check_overlap(st_file *f, ff_err *e)
         return FF_OK;
     st_tensor **by = malloc(f->ntensors * sizeof *by);
     if (!by)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     for (size_t i = 0; i < f->ntensors; i++)
         by[i] = &f->tensors[i];
     qsort(by, f->ntensors, sizeof *by, cmp_begin);
@@ -127,7 +127,7 @@ static const char *header_bytes(st_file *f, uint64_t hlen, char **owned, ff_err 
         return (const char *)f->map + 8;
     char *buf = malloc(hlen ? hlen : 1);
     if (!buf) {
-        ff_fail(e, FF_EIO, "%s: out of memory reading its header", f->path);
+        ff_oom(e, "%s: out of memory reading its header", f->path);
         return NULL;
     }
     for (uint64_t got = 0; got < hlen;) {
@@ -178,7 +178,7 @@ static int read_header(st_file *f, ff_err *e)
     f->tensors = calloc(n ? n : 1, sizeof *f->tensors);
     if (!f->tensors) {
         json_decref(root);
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     }
     const char *key;
     json_t *v;
@@ -236,7 +236,7 @@ static int open_and_read(st_file *f, const char *path, int map, ff_err *e)
 {
     f->path = strdup(path);
     if (!f->path)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     f->fd = fs_open_regular(path, e);   /* a FIFO named by the index would block */
     if (f->fd < 0)
         return e ? e->code : FF_EIO;
@@ -286,7 +286,7 @@ int st_open_memory(st_file *f, const char *name, const uint8_t *data, uint64_t s
     f->path = strdup(name);
     f->file_size = size;
     f->map = size ? data : NULL;
-    int rc = f->path ? read_header(f, e) : ff_fail(e, FF_EIO, "out of memory");
+    int rc = f->path ? read_header(f, e) : ff_oom(e, "out of memory");
     if (rc)
         st_close(f);
     return rc;
@@ -399,11 +399,11 @@ int st_write_header(int fd, const char *path, st_out *ts, size_t n, uint64_t *da
         off += ts[i].nbytes;
     }
     if (!root)
-        return ff_fail(e, FF_EIO, "%s: out of memory building the header", path);
+        return ff_oom(e, "%s: out of memory building the header", path);
     char *s = jsonio_dumps_checked(root, JSON_COMPACT);
     json_decref(root);
     if (!s)
-        return ff_fail(e, FF_EIO, "%s: out of memory building the header", path);
+        return ff_oom(e, "%s: out of memory building the header", path);
     size_t len = strlen(s);
     /* Pad with spaces to 8 bytes so the data section stays aligned, as the
      * reference writer does. */
@@ -411,7 +411,7 @@ int st_write_header(int fd, const char *path, st_out *ts, size_t n, uint64_t *da
     uint8_t *buf = malloc(8 + padded);
     if (!buf) {
         free(s);
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     }
     for (int i = 0; i < 8; i++)
         buf[i] = (uint8_t)((uint64_t)padded >> (8 * i));

@@ -35,7 +35,7 @@ int shards_open(shard_set *s, const st_out *outs, size_t n, uint64_t shard_size,
     s->out_shard = calloc(n ? n : 1, sizeof *s->out_shard);
     s->out_abs = calloc(n ? n : 1, sizeof *s->out_abs);
     if (!s->out_shard || !s->out_abs)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     s->nshards = assign(s, shard_size ? shard_size : UINT64_MAX);
     s->shard_bytes = calloc(s->nshards, sizeof *s->shard_bytes);
     s->landed = calloc(s->nshards, sizeof *s->landed);
@@ -45,7 +45,7 @@ int shards_open(shard_set *s, const st_out *outs, size_t n, uint64_t shard_size,
     st_out *tmp = malloc((n ? n : 1) * sizeof *tmp);
     if (!s->fds || !s->names || !s->paths || !s->shard_bytes || !s->landed || !tmp) {
         free(tmp);
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     }
     for (size_t k = 0; k < s->nshards; k++)
         s->fds[k] = -1;
@@ -60,7 +60,7 @@ int shards_open(shard_set *s, const st_out *outs, size_t n, uint64_t shard_size,
         s->names[k] = strdup(name);
         s->paths[k] = fs_join(dir, name);
         if (!s->names[k] || !s->paths[k]) {
-            rc = ff_fail(e, FF_EIO, "%s: out of memory", dir);
+            rc = ff_oom(e, "%s: out of memory", dir);
             break;
         }
         s->fds[k] = open(s->paths[k], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -180,7 +180,7 @@ static int write_index(shard_set *s, const char *dir, ff_err *e)
         }
     json_t *j = json_pack("{s:{s:I}, s:o}", "metadata", "total_size", (json_int_t)s->total_size, "weight_map", wm);
     char *p = j ? fs_join(dir, "model.safetensors.index.json") : NULL;
-    int rc = p ? jsonio_save(p, j, e) : ff_fail(e, FF_EIO, "%s: out of memory building the index", dir);
+    int rc = p ? jsonio_save(p, j, e) : ff_oom(e, "%s: out of memory building the index", dir);
     free(p);
     json_decref(j);
     return rc;

@@ -34,7 +34,7 @@ ckpt_writer *ckpt_writer_begin(const char *out_dir, int force, const char *const
 {
     ckpt_writer *w = calloc(1, sizeof *w);
     if (!w) {
-        ff_fail(e, FF_EIO, "out of memory");
+        ff_oom(e, "out of memory");
         return NULL;
     }
     /* the inputs' files are checked before OUT is touched: the aux files
@@ -75,7 +75,7 @@ int ckpt_writer_close(ckpt_writer *w, const json_t *config, const char *aux_from
     int rc = w->laid_out ? shards_close(&w->ss, w->stage.tmp_dir, e) : FF_OK;
     if (!rc && config) {
         char *p = fs_join(w->stage.tmp_dir, "config.json");
-        rc = p ? jsonio_save(p, config, e) : ff_fail(e, FF_EIO, "out of memory");
+        rc = p ? jsonio_save(p, config, e) : ff_oom(e, "out of memory");
         free(p);
     }
     if (!rc && aux_from)

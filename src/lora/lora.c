@@ -254,14 +254,14 @@ static int pair_tensors(lora_adapter *l, const char *path, ff_err *e)
         if (!which)
             return ff_fail(e, FF_EIO, "%s: tensor %s: %s", path, t->st->name, stray_why(t->st->name));
         if (!module)
-            return ff_fail(e, FF_EIO, "out of memory");
+            return ff_oom(e, "out of memory");
         if (t->st->ndim != 2 || !ff_dtype_is_quantizable(t->st->dtype)) {
             free(module);
             return ff_fail(e, FF_EIO, "%s: tensor %s: not a 2-D float matrix", path, t->st->name);
         }
         lora_module *m = find_or_add(l, module, &cap);
         if (!m)
-            return ff_fail(e, FF_EIO, "out of memory");
+            return ff_oom(e, "out of memory");
         const ckpt_tensor **slot = which == 'A' ? &m->a : &m->b;
         if (*slot)
             return ff_fail(e, FF_EIO, "%s: module %s: two lora_%c tensors", path, m->module, which);
@@ -321,7 +321,7 @@ int lora_open(lora_adapter *l, const char *dir, ff_err *e)
     memset(l, 0, sizeof *l);
     l->dir = strdup(dir);
     char *cp = fs_join(dir, "adapter_config.json");
-    int rc = l->dir && cp ? jsonio_load(cp, &l->config, e) : ff_fail(e, FF_EIO, "%s: out of memory", dir);
+    int rc = l->dir && cp ? jsonio_load(cp, &l->config, e) : ff_oom(e, "%s: out of memory", dir);
     if (!rc)
         rc = check_config(l, cp, e);
     if (!rc) {
@@ -335,7 +335,7 @@ int lora_open(lora_adapter *l, const char *dir, ff_err *e)
     }
     char *sp = fs_join(dir, "adapter_model.safetensors");
     if (!rc && !sp)
-        rc = ff_fail(e, FF_EIO, "%s: out of memory", dir);
+        rc = ff_oom(e, "%s: out of memory", dir);
     if (!rc)
         rc = pair_tensors(l, sp, e);
     for (size_t i = 0; !rc && i < l->nmods; i++)

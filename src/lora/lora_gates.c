@@ -86,7 +86,7 @@ static int gate_inert(lora_adapter *l, ff_err *e)
 {
     double *norms = malloc(l->nmods * sizeof *norms);
     if (!norms)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     const lora_module *dead = NULL;
     size_t ndead = 0;
     l->b_live = 0;

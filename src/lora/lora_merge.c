@@ -73,7 +73,7 @@ int lora_merge_module(const lora_adapter *l, const lora_module *m, const void *w
     float *acc = malloc(cols * sizeof *acc + 1), *u = malloc((uint64_t)r * sizeof *u + 1);
     int rc = FF_OK;
     if (!a || !b || !acc || !u || (l->fan_in_fan_out && !bt))
-        rc = ff_fail(e, FF_EIO, "out of memory merging %s", m->module);
+        rc = ff_oom(e, "out of memory merging %s", m->module);
     *changed = 0;
     *max_delta = 0;
     for (uint64_t i = 0; rc == FF_OK && i < rows; i++) {
@@ -117,7 +117,7 @@ int lora_produce(lora_adapter *l, const ckpt_tensor *t, void **buf, ff_err *e)
         return ff_fail(e, FF_EIO, "internal: adapter module %s merged twice", m->module);
     void *out = malloc(t->st->end - t->st->begin + 1);
     if (!out)
-        return ff_fail(e, FF_EIO, "out of memory merging %s", m->module);
+        return ff_oom(e, "out of memory merging %s", m->module);
     int rc = lora_merge_module(l, m, ckpt_data(l->base, t), out, &m->changed, &m->max_delta, e);
     uint64_t n = st_numel(t->st);
     if (rc == FF_OK && m->changed == 0)

@@ -28,7 +28,7 @@ static int write_tensors(const ckpt *c, lora_adapter *l, ckpt_writer *w, uint64_
 {
     st_out *outs = calloc(c->ntensors ? c->ntensors : 1, sizeof *outs);
     if (!outs)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     for (size_t i = 0; i < c->ntensors; i++) {
         const st_tensor *t = c->tensors[i].st;
         outs[i] = (st_out){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .nbytes = t->end - t->begin};

@@ -284,7 +284,7 @@ static char *image_data_url(const char *path, ff_err *e)
         }
         s[j] = 0;
     } else
-        ff_fail(e, FF_EIO, "out of memory");
+        ff_oom(e, "out of memory");
     free(buf);
     return s;
 }
@@ -336,7 +336,7 @@ static int check_gen(const curl_api *curl, const probe_opts *o, probe_report *re
     char *body = json_dumps(req, JSON_COMPACT);
     json_decref(req);
     if (!body)
-        return ff_fail(e, FF_EIO, "out of memory"), -1;
+        return ff_oom(e, "out of memory"), -1;
     probe_check *c = add_check(rep, name);
     int is_comp = !strcmp(name, "completions");
     http_reply r;

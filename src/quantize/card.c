@@ -79,11 +79,11 @@ static int read_base_card(base_card *b, const char *path, ff_err *e)
     b->too_big = size > BASE_CARD_MAX ? size : 0;
     if (!buf || bad) {
         free(buf);
-        return ff_fail(e, FF_EIO, "%s: %s", path, bad ? "read failed" : "out of memory");
+        return bad ? ff_fail(e, FF_EIO, "%s: read failed", path) : ff_oom(e, "%s: out of memory", path);
     }
     buf[n] = 0;
     b->text = replace_nuls(buf, n, &b->nuls);
-    return b->text ? FF_OK : ff_fail(e, FF_EIO, "%s: out of memory", path);
+    return b->text ? FF_OK : ff_oom(e, "%s: out of memory", path);
 }
 
 static void split_front_matter(base_card *b)
@@ -311,7 +311,7 @@ int card_print(const plan *p, const ckpt *c, const card_info *ci, FILE *out, ff_
         card_front_parse(&cf, b.fm, b.fm_len);
     note_base_card(&b, &cf, ci);
     const char *base = base_model_of(c, ci);
-    int rc = card_front_write(out, base, &cf) ? ff_fail(e, FF_EIO, "model card: YAML front matter: out of memory")
+    int rc = card_front_write(out, base, &cf) ? ff_oom(e, "model card: YAML front matter: out of memory")
                                               : FF_OK;
     if (!rc) {
         fputc('\n', out);

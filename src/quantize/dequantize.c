@@ -118,7 +118,7 @@ static int add_item(const ckpt *c, const ckpt_tensor *t, dq_job *j, ff_err *e)
         j->names[j->n] = malloc(len);
         if (!j->names[j->n]) {
             dq_module_free(&it->mod);
-            return ff_fail(e, FF_EIO, "out of memory");
+            return ff_oom(e, "out of memory");
         }
         snprintf(j->names[j->n], len, "%s.weight", mod);
         o->dtype = FF_DT_BF16;
@@ -129,7 +129,7 @@ static int add_item(const ckpt *c, const ckpt_tensor *t, dq_job *j, ff_err *e)
     } else {
         j->names[j->n] = strdup(t->st->name);
         if (!j->names[j->n])
-            return ff_fail(e, FF_EIO, "out of memory");
+            return ff_oom(e, "out of memory");
         o->dtype = t->st->dtype;
         o->ndim = t->st->ndim;
         memcpy(o->shape, t->st->shape, sizeof o->shape);
@@ -152,7 +152,7 @@ static int build_job(const ckpt *c, dq_job *j, ff_err *e)
     j->outs = calloc(cap, sizeof *j->outs);
     j->names = calloc(cap, sizeof *j->names);
     if (!j->items || !j->outs || !j->names)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     for (size_t i = 0; i < c->ntensors; i++) {
         const ckpt_tensor *t = &c->tensors[i];
         if (dq_part(c, t->st->name) == DQ_PART_SCALE)
@@ -210,7 +210,7 @@ static int write_decoded(const ckpt *c, const dq_module *m, size_t out, ckpt_wri
     step = step ? step : 1;
     dq_batch b = {.c = c, .m = m, .t = malloc(sizeof(dq_table)), .buf = malloc(step * m->cols * 2 + 2)};
     if (!rc && (!b.t || !b.buf))
-        rc = ff_fail(e, FF_EIO, "out of memory decoding %s", m->module);
+        rc = ff_oom(e, "out of memory decoding %s", m->module);
     if (!rc) {
         float gs;
         memcpy(&gs, ckpt_data(c, m->global), sizeof gs);
@@ -244,7 +244,7 @@ static int write_items(const ckpt *c, const dq_job *j, ckpt_writer *w, const deq
 {
     ff_pool *pool = pool_create(o->threads);
     progress bar;
-    int rc = pool ? FF_OK : ff_fail(e, FF_EIO, "out of memory starting %d threads", o->threads);
+    int rc = pool ? FF_OK : ff_oom(e, "out of memory starting %d threads", o->threads);
     uint64_t total = 0;
     for (size_t i = 0; i < c->ntensors; i++)
         total += c->tensors[i].st->end - c->tensors[i].st->begin;
@@ -273,7 +273,7 @@ static int write_meta(const ckpt *c, ckpt_writer *w, ff_err *e)
 {
     json_t *cfg = c->config ? json_deep_copy(c->config) : NULL;
     if (c->config && !cfg)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     json_object_del(cfg, "quantization_config");
     int rc = ckpt_writer_close(w, cfg, c->dir, 0, e);
     json_decref(cfg);

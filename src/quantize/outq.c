@@ -248,7 +248,7 @@ void outq_queue_mapped(outq *q, size_t out, const uint8_t *p, uint64_t len, outq
         pc.at = at;
         pthread_mutex_lock(&q->mu);
         if (!rc && q->mapped_count == q->mapped_cap && !grow_mapped(q))
-            rc = ff_fail(&e, FF_EIO, "out of memory queueing %s", q->ss->outs[out].name);
+            rc = ff_oom(&e, "out of memory queueing %s", q->ss->outs[out].name);
         if (rc)
             record_failure(q, &e);
         else

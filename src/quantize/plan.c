@@ -98,7 +98,7 @@ static int compile_all(const char *const *res, int n, regex_t **out, int *ok, ff
     *ok = 0;
     *out = calloc((size_t)(n ? n : 1), sizeof **out);
     if (!*out)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     for (int i = 0; i < n; i++, (*ok)++) {
         int rc = regcomp(&(*out)[i], res[i], REG_EXTENDED | REG_NOSUB);
         if (rc != 0) {
@@ -273,7 +273,7 @@ static int decide_one(plan *p, const ckpt *c, const ff_matcher *am, const plan_o
                     ? strip_suffix(name, ".weight")
                     : strdup(name);
     if (!x->module)
-        return ff_fail(e, FF_EIO, "out of memory while planning");
+        return ff_oom(e, "out of memory while planning");
     int candidate = x->rule && (x->role != ROLE_KEEP || x->rule->linear);
     int q = x->role != ROLE_KEEP;
     if (o->nonly)
@@ -312,7 +312,7 @@ static int decide_one(plan *p, const ckpt *c, const ff_matcher *am, const plan_o
         size_t n = plen + strlen(x->rule->fuse) + 2;
         x->fuse_key = malloc(n);
         if (!x->fuse_key)
-            return ff_fail(e, FF_EIO, "out of memory while planning");
+            return ff_oom(e, "out of memory while planning");
         snprintf(x->fuse_key, n, "%.*s|%s", (int)plen, x->module, x->rule->fuse);
     }
     return FF_OK;
@@ -548,7 +548,7 @@ static int emit(plan *p, const ckpt *c, decision *d, ff_err *e)
     free(done);
     free(next);
     if (rc < 0)
-        return ff_fail(e, FF_EIO, "out of memory while planning");
+        return ff_oom(e, "out of memory while planning");
     return rc;
 }
 
@@ -600,7 +600,7 @@ static int source_view_build(plan *p, const ckpt *c, const qs_format *f, ff_err 
 {
     p->src_view = calloc(1, sizeof *p->src_view);
     if (!p->src_view)
-        return ff_fail(e, FF_EIO, "out of memory while planning");
+        return ff_oom(e, "out of memory while planning");
     int rc = qs_view_build(p->src_view, c, f, e);
     p->src_weights = p->src_view->nweights;
     return rc;
@@ -662,7 +662,7 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
     decision *d = calloc(c->ntensors ? c->ntensors : 1, sizeof *d);
     if (!d) {
         ff_matcher_free(&am);
-        return ff_fail(e, FF_EIO, "out of memory while planning");
+        return ff_oom(e, "out of memory while planning");
     }
     rc = compile_all(o->ignore_re, o->nignore, &ign, &nign, e);
     if (!rc)
@@ -688,22 +688,22 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
         char *copy = strdup(*m);
         if (!copy || PUSH(p, ignore, copy)) {
             free(copy);
-            return ff_fail(e, FF_EIO, "out of memory while planning");
+            return ff_oom(e, "out of memory while planning");
         }
     }
     if (p->fam->note)
         note(p->notes, &p->nnotes, "%s", p->fam->note);
     p->arch_class = strdup(p->expect.experts ? "moe" : "dense");
     if (!p->arch_class)
-        return ff_fail(e, FF_EIO, "out of memory while planning");
+        return ff_oom(e, "out of memory while planning");
     p->experts = (int)p->expect.experts;
     /* a geometry the config cannot give leaves the counts unknown (the
      * plan stands on the tensors); one that could not be allocated would
      * print "0 layers" in the card */
     ff_err ge = {0};
     ff_geometry *g = ff_geometry_new(p->fam, c->config, &ge);
-    if (!g && strcmp(ge.msg, "out of memory") == 0)
-        return ff_fail(e, FF_EIO, "out of memory while planning");
+    if (!g && ge.oom)
+        return ff_oom(e, "out of memory while planning");
     if (g) {
         p->layers = g->layers;
         p->has_vision = g->has_vision;
@@ -711,7 +711,7 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
     free(g);
     check_invariants(p, o);
     if (any_null(p->notes, p->nnotes) || any_null(p->violations, p->nviolations))
-        return ff_fail(e, FF_EIO, "out of memory while planning");
+        return ff_oom(e, "out of memory while planning");
     if (p->nviolations)
         return ff_fail(e, FF_EPLAN, "plan refused: %s%s", p->violations[0],
                        p->nviolations > 1 ? " (and more: see the plan)" : "");
@@ -761,7 +761,7 @@ const uint8_t *plan_member_rows(const plan_member *m, const uint8_t *base, void 
     uint64_t bytes = m->rows * m->cols * esz;
     uint8_t *t = malloc(bytes > 0 ? bytes : 1);
     if (!t) {
-        ff_fail(e, FF_EIO, "out of memory transposing %s", m->module);
+        ff_oom(e, "out of memory transposing %s", m->module);
         return NULL;
     }
     /* source row i of the expert block is input element i of every output row */

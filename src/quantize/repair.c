@@ -153,7 +153,7 @@ static int collect_pieces(rp_ctx *x, ff_err *e)
     x->pieces = calloc(nt + 1, sizeof *x->pieces);
     x->piece_of = malloc((nt + 1) * sizeof *x->piece_of);
     if (!x->pieces || !x->piece_of)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     for (size_t i = 0; i < nt; i++)
         x->piece_of[i] = SIZE_MAX;
     char mod[1024];
@@ -215,7 +215,7 @@ static int build_groups(rp_ctx *x, ff_err *e)
     x->order = malloc((x->npieces + 1) * sizeof *x->order);
     x->groups = calloc(x->npieces + 1, sizeof *x->groups);
     if (!x->order || !x->groups)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     for (size_t i = 0; i < x->npieces; i++)
         if (x->pieces[i].key[0])
             x->order[x->norder++] = i;
@@ -279,7 +279,7 @@ static int open_source(rp_ctx *x, ff_err *e)
     x->unit_of = malloc((x->p.nmembers + 1) * sizeof *x->unit_of);
     x->by_module = malloc((x->p.nmembers + 1) * sizeof *x->by_module);
     if (!x->unit_of || !x->by_module)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     for (size_t u = 0; u < x->p.nunits; u++)
         for (size_t k = 0; k < x->p.units[u].count; k++)
             x->unit_of[x->p.units[u].first + k] = u;
@@ -330,7 +330,7 @@ static int measure_piece(const rp_piece *p, const uint8_t *src, ff_dtype t, cons
     if (!o || !n) {
         free(o);
         free(n);
-        return ff_fail(e, FF_EIO, "out of memory measuring %s", p->m.module);
+        return ff_oom(e, "out of memory measuring %s", p->m.module);
     }
     for (uint64_t r = 0; r < p->m.rows; r++) {
         nvfp4_dequantize_rows(op + r * cols / 2, os + r * cols / NVFP4_GROUP, p->gs, cols, 1, o);
@@ -364,7 +364,7 @@ static int requantize_group(rp_ctx *x, rp_group *g, ff_err *e)
     const uint8_t **rows = calloc(g->count, sizeof *rows);
     void **owned = calloc(g->count, sizeof *owned);
     float amax = 0.0f;
-    int rc = rows && owned ? FF_OK : ff_fail(e, FF_EIO, "out of memory");
+    int rc = rows && owned ? FF_OK : ff_oom(e, "out of memory");
     for (size_t k = 0; rc == FF_OK && k < g->count; k++) {
         const plan_member *pm = &x->p.members[x->pieces[x->order[g->first + k]].member];
         float a;
@@ -389,7 +389,7 @@ static int requantize_group(rp_ctx *x, rp_group *g, ff_err *e)
         p->packed = malloc(p->m.rows * p->m.cols / 2 + 1);
         p->scales = malloc(p->m.rows * p->m.cols / NVFP4_GROUP + 1);
         if (!p->packed || !p->scales) {
-            rc = ff_fail(e, FF_EIO, "out of memory quantizing %s", p->m.module);
+            rc = ff_oom(e, "out of memory quantizing %s", p->m.module);
             break;
         }
         x->kernel(rows[k], pm->src->st->dtype, p->m.cols, 0, p->m.rows, g->common, p->packed, p->scales);
@@ -421,7 +421,7 @@ static int check_member(const rp_ctx *x, const rp_group *g, const rp_piece *p, f
     uint8_t *buf = malloc(n + 1);
     repair_stats st = {0};
     if (!buf)
-        return ff_fail(e, FF_EIO, "out of memory re-expressing %s", p->m.module);
+        return ff_oom(e, "out of memory re-expressing %s", p->m.module);
     repair_rescale_rows(ckpt_data(&x->c, p->m.packed), ckpt_data(&x->c, p->m.scale), p->m.rows, p->m.cols, p->gs,
                         g->common, buf, &st);
     free(buf);
@@ -469,7 +469,7 @@ static int build_outs(rp_ctx *x, ff_err *e)
 {
     x->outs = calloc(x->c.ntensors + 1, sizeof *x->outs);
     if (!x->outs)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     for (size_t i = 0; i < x->c.ntensors; i++) {
         const st_tensor *t = x->c.tensors[i].st;
         st_out *o = &x->outs[i];
@@ -487,7 +487,7 @@ static int put_rescaled(rp_ctx *x, ckpt_writer *w, size_t i, rp_piece *p, rp_gro
     uint64_t n = p->m.rows * p->m.cols / NVFP4_GROUP;
     uint8_t *buf = malloc(n + 1);
     if (!buf)
-        return ff_fail(e, FF_EIO, "out of memory re-expressing %s", p->m.module);
+        return ff_oom(e, "out of memory re-expressing %s", p->m.module);
     uint64_t nan_before = g->st.nan;
     repair_rescale_rows(ckpt_data(&x->c, p->m.packed), ckpt_data(&x->c, p->m.scale), p->m.rows, p->m.cols, p->gs,
                         g->common, buf, &g->st);

@@ -135,7 +135,7 @@ static int deepseek_v32_synth_tensors(const synth_geom *g, synth_list *l, ff_err
     synth_add(l, SYNTH_NORMAL, 2, g->vocab, g->hidden, 0, "model.embed_tokens.weight");
     mla_synth_layers(g, l, indexer);
     synth_add(l, SYNTH_ONES, 1, g->hidden, 0, 0, "model.norm.weight");
-    return l->oom ? ff_fail(e, FF_EIO, "out of memory") : FF_OK;
+    return l->oom ? ff_oom(e, "out of memory") : FF_OK;
 }
 
 static json_t *deepseek_v32_synth_config(const synth_geom *g)

@@ -38,10 +38,11 @@ int gemma4_doctor_open(dctx *c, ff_err *e)
 {
     g4_doctor *d = calloc(1, sizeof *d);
     if (!d)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     ff_err ge = {0};
     d->ok = g4_read(c->config, &d->g, 0, &ge) == FF_OK;
     snprintf(d->why, sizeof d->why, "%s", ge.msg);
+    c->oom |= ge.oom;
     if (!c->has_ck)
         snprintf(d->why + strlen(d->why), sizeof d->why - strlen(d->why), "%s%s", d->why[0] ? "; " : "",
                  c->ck_why);

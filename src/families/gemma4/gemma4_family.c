@@ -50,7 +50,7 @@ static int gemma4_expect(const json_t *config, ff_expect *x, ff_err *e)
 {
     g4_geometry *g = malloc(sizeof *g);
     if (!g)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     int rc = g4_read(config, g, 0, e);
     if (rc == FF_OK) {
         memset(x, 0, sizeof *x);
@@ -75,7 +75,7 @@ static int gemma4_geometry(const json_t *config, ff_geometry *out, ff_err *e)
 {
     g4_geometry *g = malloc(sizeof *g);
     if (!g)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     int rc = g4_read(config, g, 0, e);
     if (rc == FF_OK) {
         memset(out, 0, sizeof *out);

@@ -109,7 +109,7 @@ int gemma4_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
     }
     if (g->vision_layers)
         synth_add(l, SYNTH_NORMAL, 2, g->hidden, g->vision_hidden, 0, "model.embed_vision.embedding_projection.weight");
-    return l->oom ? ff_fail(e, FF_EIO, "out of memory") : FF_OK;
+    return l->oom ? ff_oom(e, "out of memory") : FF_OK;
 }
 
 int gemma4_synth_preset(const char *arch, const char *size, synth_geom *g, ff_err *e)

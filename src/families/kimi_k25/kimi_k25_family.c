@@ -156,7 +156,7 @@ static int kimi_k25_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
     if (!l->oom)
         prefix_text(l, text);
     vision(g, l);
-    return l->oom ? ff_fail(e, FF_EIO, "out of memory") : FF_OK;
+    return l->oom ? ff_oom(e, "out of memory") : FF_OK;
 }
 
 static json_t *kimi_k25_synth_config(const synth_geom *g)

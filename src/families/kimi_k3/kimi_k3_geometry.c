@@ -140,7 +140,7 @@ int k3_expect(const json_t *t, ff_expect *x, ff_err *e)
 {
     ff_geometry *g = malloc(sizeof *g);
     if (!g)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     int rc = k3_geometry(t, g, e);
     if (!rc) {
         int shared = jsonio_int(t, "num_shared_experts", 0) > 0;

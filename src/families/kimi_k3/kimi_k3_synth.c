@@ -197,7 +197,7 @@ int k3_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
     synth_add(l, SYNTH_NORMAL, 2, g->vocab, g->hidden, 0, "lm_head.weight");
     if (!l->oom)
         prefix_text(l, text);
-    return l->oom ? ff_fail(e, FF_EIO, "out of memory") : FF_OK;
+    return l->oom ? ff_oom(e, "out of memory") : FF_OK;
 }
 
 /* ---- config.json -------------------------------------------------------------- */

@@ -94,7 +94,7 @@ static int llama4_expect(const json_t *config, ff_expect *x, ff_err *e)
 {
     ff_geometry *g = malloc(sizeof *g);
     if (!g)
-        return ff_fail(e, FF_EIO, "out of memory");
+        return ff_oom(e, "out of memory");
     int rc = llama4_geometry(config, g, e);
     if (!rc) {
         memset(x, 0, sizeof *x);
@@ -193,7 +193,7 @@ static int llama4_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
     synth_add(l, SYNTH_ONES, 1, g->hidden, 0, 0, "language_model.model.norm.weight");
     if (g->vision_layers)
         vision_tensors(g, l);
-    return l->oom ? ff_fail(e, FF_EIO, "out of memory") : FF_OK;
+    return l->oom ? ff_oom(e, "out of memory") : FF_OK;
 }
 
 static json_t *llama4_synth_config(const synth_geom *g)

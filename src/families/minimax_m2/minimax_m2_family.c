@@ -95,7 +95,7 @@ static int minimax_m2_synth_tensors(const synth_geom *g, synth_list *l, ff_err *
         attention(g, l, i);
     }
     synth_add(l, SYNTH_ONES, 1, H, 0, 0, "model.norm.weight");
-    return l->oom ? ff_fail(e, FF_EIO, "out of memory") : FF_OK;
+    return l->oom ? ff_oom(e, "out of memory") : FF_OK;
 }
 
 /* The published config's keys vLLM reads beyond transformers' (rotary_dim,

@@ -77,7 +77,7 @@ static int mixtral_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
     }
     synth_add(l, SYNTH_ONES, 1, g->hidden, 0, 0, "model.norm.weight");
     synth_add(l, SYNTH_NORMAL, 2, g->vocab, g->hidden, 0, "lm_head.weight");
-    return l->oom ? ff_fail(e, FF_EIO, "out of memory") : FF_OK;
+    return l->oom ? ff_oom(e, "out of memory") : FF_OK;
 }
 
 static json_t *mixtral_synth_config(const synth_geom *g)

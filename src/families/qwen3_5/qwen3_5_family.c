@@ -190,7 +190,7 @@ static int qwen3_5_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
         vision_tensors(g, l);
     if (g->mtp_layers)
         mtp_tensors(g, l);
-    return l->oom ? ff_fail(e, FF_EIO, "out of memory") : FF_OK;
+    return l->oom ? ff_oom(e, "out of memory") : FF_OK;
 }
 
 static json_t *qwen3_5_synth_config(const synth_geom *g)

@@ -106,7 +106,7 @@ static int qwen3_next_synth_tensors(const synth_geom *g, synth_list *l, ff_err *
         synth_add(l, SYNTH_ONES, 1, H, 0, 0, "mtp.pre_fc_norm_embedding.weight");
         synth_add(l, SYNTH_ONES, 1, H, 0, 0, "mtp.pre_fc_norm_hidden.weight");
     }
-    return l->oom ? ff_fail(e, FF_EIO, "out of memory") : FF_OK;
+    return l->oom ? ff_oom(e, "out of memory") : FF_OK;
 }
 
 static json_t *qwen3_next_synth_config(const synth_geom *g)
