@@ -77,28 +77,6 @@ def verdict(ok, name, detail):
         rc = 1
 
 
-def load_dir(d):
-    out = {}
-    for f in sorted(glob.glob(d + "/*.safetensors")):
-        with safe_open(f, "pt") as fh:
-            for k in fh.keys():
-                out[k] = fh.get_tensor(k)
-    return out
-
-
-def desc(t):
-    return f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}"
-
-
-def bits(t):
-    # bitwise identity whatever the dtype (-0.0 vs 0.0 and NaN payloads count)
-    return t.contiguous().view(torch.uint8).reshape(-1)
-
-
-def same_bits(a, b):
-    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(bits(a), bits(b))
-
-
 def ff(*args):
     """fp4forge, never raising: (rc, last stderr line). --no-doctor: the tiny checkpoints
     have no tokenizer, which doctor would report (exit 4) before the decoder is reached."""
@@ -131,22 +109,6 @@ def write_ckpt(dst, tensors, config):
     json.dump(config, open(dst + "/config.json", "w"), indent=2)
 
 
-@contextlib.contextmanager
-def peers_quiet():
-    """llm-compressor's loguru sink is sys.stdout (llmcompressor/logger.py), bound when it
-    configures itself; stdout here carries only verdict lines, so fd 1 points at stderr
-    while the peers run"""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
 def modules_of(sd):
     """quantized module prefixes (`<mod>.`) of a compressed-tensors state dict"""
     return sorted(k[:-len("weight_packed")] for k in sd if k.endswith(".weight_packed"))
@@ -154,6 +116,7 @@ def modules_of(sd):
 
 os.makedirs(WORK, exist_ok=True)
 from transformers import AutoModelForCausalLM, CompressedTensorsConfig, DeepseekV3Config, DeepseekV3ForCausalLM  # noqa: E402
+from conf_util import bits, desc, load_dir, peers_quiet, same_bits  # noqa: E402
 
 # 1. the tiny model: t_deepseek_fp8.py's config except moe_intermediate_size 96: three
 # groups of 32 per down_proj row, so a decoder assuming power-of-two group counts (or

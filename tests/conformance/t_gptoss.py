@@ -106,42 +106,7 @@ if len(sys.argv) > 2 and sys.argv[1] == "vllm":
 import torch  # noqa: E402
 from safetensors import safe_open  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
-
-
-def load_dir(d):
-    out = {}
-    for f in sorted(glob.glob(d + "/*.safetensors")):
-        with safe_open(f, "pt") as fh:
-            for k in fh.keys():
-                out[k] = fh.get_tensor(k)
-    return out
-
-
-def desc(t):
-    return f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}"
-
-
-def bits(t):
-    # bitwise identity whatever the dtype (-0.0 vs 0.0 and NaN payloads count)
-    return t.contiguous().view(torch.uint8).reshape(-1)
-
-
-def same_bits(a, b):
-    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(bits(a), bits(b))
-
-
-@contextlib.contextmanager
-def peers_quiet():
-    """llm-compressor's loguru sink is sys.stdout; stdout here carries verdict lines only"""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+from conf_util import bits, desc, load_dir, peers_quiet, same_bits  # noqa: E402
 
 
 def write_ckpt(dst, tensors, config, aux_from=None):

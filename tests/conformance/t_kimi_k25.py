@@ -61,6 +61,7 @@ import re
 import shutil
 import subprocess
 import sys
+from conf_util import bits, desc, load_dir, peers_quiet, same_bits  # noqa: E402
 
 P = "kimi_k25"
 # the published Kimi-K2.6 quantization_config (notes section 1)
@@ -221,43 +222,8 @@ def probe(name, detail):
     print(f"PROBE {P}_{name} ({detail})", flush=True)
 
 
-def load_dir(d):
-    out = {}
-    for f in sorted(glob.glob(d + "/*.safetensors")):
-        with safe_open(f, "pt") as fh:
-            for k in fh.keys():
-                out[k] = fh.get_tensor(k)
-    return out
-
-
-def desc(t):
-    return f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}"
-
-
-def bits(t):
-    return t.contiguous().view(torch.uint8).reshape(-1)
-
-
-def same_bits(a, b):
-    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(bits(a), bits(b))
-
-
 def pattern(k):
     return re.sub(r"\.\d+\.", ".N.", k)
-
-
-@contextlib.contextmanager
-def peers_quiet():
-    """llm-compressor's loguru sink is sys.stdout; stdout here carries verdict lines only"""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def copy_aux(src, dst):

@@ -60,6 +60,7 @@ import sys
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
+from conf_util import bits, load_dir, peers_quiet, same_bits  # noqa: E402
 
 P = "k3"
 rc = 0
@@ -70,37 +71,6 @@ def verdict(ok, name, detail):
     print(("PASS " if ok else "FAIL ") + P + "_" + name + " (" + detail + ")", flush=True)
     if not ok:
         rc = 1
-
-
-@contextlib.contextmanager
-def peers_quiet():
-    """llm-compressor logs to stdout (its loguru sink); stdout carries verdict lines only"""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
-def load_dir(d):
-    out = {}
-    for f in sorted(glob.glob(d + "/*.safetensors")):
-        with safe_open(f, "pt") as fh:
-            for k in fh.keys():
-                out[k] = fh.get_tensor(k)
-    return out
-
-
-def bits(t):
-    return t.contiguous().view(torch.uint8).reshape(-1)
-
-
-def same_bits(a, b):
-    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(bits(a), bits(b))
 
 
 def kimi_classes():
