@@ -7,6 +7,7 @@
 
 #include "dtype.h"
 #include "jsonio.h"
+#include "qsource_simd.h"
 #include "threadpool.h"
 
 int fp8b_config(const json_t *config, const char **why)
@@ -141,31 +142,26 @@ typedef struct dec_job {
     uint16_t *out;
 } dec_job;
 
-/* one 128-row block of scales per task */
+/* one 128-row block of scales per task, on the fastest decoder this CPU
+ * runs (each gives fp8b_decode_rows's bytes) */
 static void dec_task(void *ctx, size_t t)
 {
     dec_job *j = ctx;
     uint64_t r0 = (uint64_t)t * FP8B_BLOCK, n = j->N - r0 < FP8B_BLOCK ? j->N - r0 : FP8B_BLOCK;
-    fp8b_decode_rows(j->w, j->s, j->N, j->K, r0, n, j->out + r0 * j->K);
+    qs_decoders_best()->fp8(j->w, j->s, j->N, j->K, r0, n, j->out + r0 * j->K);
 }
 
-int fp8b_decode_tensor(const ckpt *c, const ckpt_tensor *t, const ckpt_tensor *scale, ff_pool *pool, uint16_t **out,
-                       ff_err *e)
+int fp8b_decode_into(const ckpt *c, const ckpt_tensor *t, const ckpt_tensor *scale, ff_pool *pool, uint16_t *out,
+                     ff_err *e)
 {
     uint64_t N = (uint64_t)t->st->shape[0], K = (uint64_t)t->st->shape[1];
-    *out = malloc(N * K > 0 ? N * K * 2 : 1);
-    if (!*out)
-        return ff_fail(e, FF_EIO, "out of memory decoding %s", t->st->name);
     /* scales are read through memcpy: the data section need not be 4-aligned */
     uint64_t ns = (uint64_t)scale->st->shape[0] * (uint64_t)scale->st->shape[1];
     float *s = malloc(ns > 0 ? ns * sizeof *s : 1);
-    if (!s) {
-        free(*out);
-        *out = NULL;
+    if (!s)
         return ff_fail(e, FF_EIO, "out of memory decoding %s", t->st->name);
-    }
     memcpy(s, ckpt_data(c, scale), ns * sizeof *s);
-    dec_job j = {.w = ckpt_data(c, t), .s = s, .N = N, .K = K, .out = *out};
+    dec_job j = {.w = ckpt_data(c, t), .s = s, .N = N, .K = K, .out = out};
     size_t tasks = (size_t)((N + FP8B_BLOCK - 1) / FP8B_BLOCK);
     if (pool && N * K >= (1u << 18))
         pool_run(pool, tasks, dec_task, &j);
@@ -180,4 +176,19 @@ int fp8b_decode_tensor(const ckpt *c, const ckpt_tensor *t, const ckpt_tensor *s
     if (f->map)
         st_map_drop(st_data(f, t->st), t->st->end - t->st->begin);
     return FF_OK;
+}
+
+int fp8b_decode_tensor(const ckpt *c, const ckpt_tensor *t, const ckpt_tensor *scale, ff_pool *pool, uint16_t **out,
+                       ff_err *e)
+{
+    uint64_t N = (uint64_t)t->st->shape[0], K = (uint64_t)t->st->shape[1];
+    *out = malloc(N * K > 0 ? N * K * 2 : 1);
+    if (!*out)
+        return ff_fail(e, FF_EIO, "out of memory decoding %s", t->st->name);
+    int rc = fp8b_decode_into(c, t, scale, pool, *out, e);
+    if (rc) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
 }

@@ -47,5 +47,9 @@ struct ff_pool;
  * mapping (st_map_drop; the page cache keeps them). */
 int fp8b_decode_tensor(const ckpt *c, const ckpt_tensor *t, const ckpt_tensor *scale, struct ff_pool *pool,
                        uint16_t **out, ff_err *e);
+/* The same into the caller's out (N * K bf16), which is left as it is on
+ * an error. */
+int fp8b_decode_into(const ckpt *c, const ckpt_tensor *t, const ckpt_tensor *scale, struct ff_pool *pool,
+                     uint16_t *out, ff_err *e);
 
 #endif

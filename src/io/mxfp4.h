@@ -16,6 +16,10 @@
 #define MXFP4_GROUP 32
 #define MXFP4_SCALE_NAN 255
 
+/* The 16 values exponent byte e gives its codes (code k's value in tab[k]);
+ * the vector decoders (qsource_simd.c) look up these very tables. */
+void mxfp4_group_table(uint8_t e, uint16_t tab[16]);
+
 /* Rows [r0, r0 + n) of a [N, K] weight: packed codes (K / 2 bytes a row),
  * exponents ([N, K / 32] bytes), into out (n * K bf16). */
 void mxfp4_decode_rows(const uint8_t *packed, const uint8_t *scales, uint64_t K, uint64_t r0, uint64_t n,

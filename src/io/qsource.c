@@ -9,6 +9,8 @@
 #include "gptoss.h"
 #include "jsonio.h"
 #include "mxfp4.h"
+#include "qs_bufs.h"
+#include "qsource_simd.h"
 #include "threadpool.h"
 
 #define CT_INT_FMT "pack-quantized"
@@ -344,13 +346,14 @@ int qs_view_build(qs_view *v, const ckpt *c, const qs_format *f, ff_err *e)
 {
     memset(v, 0, sizeof *v);
     v->fmt = *f;
+    v->bufs = qs_bufs_new();
     size_t n = 1;
     for (size_t i = 0; i < c->ntensors; i++)
         n += entries_of(c, f, &c->tensors[i]);
     v->ck.tensors = calloc(n, sizeof *v->ck.tensors);
     v->st = calloc(n, sizeof *v->st);
     v->w = calloc(n, sizeof *v->w);
-    if (!v->ck.tensors || !v->st || !v->w)
+    if (!v->ck.tensors || !v->st || !v->w || !v->bufs)
         return ff_fail(e, FF_EIO, "out of memory");
     for (size_t i = 0; i < c->ntensors; i++) {
         size_t k = entries_of(c, f, &c->tensors[i]);
@@ -373,6 +376,7 @@ void qs_view_free(qs_view *v)
     ckpt_view_close(&v->ck);
     free(v->st);
     free(v->w);
+    qs_bufs_free(v->bufs);
     memset(v, 0, sizeof *v);
 }
 
@@ -400,10 +404,11 @@ static void ct_task(void *ctx, size_t t)
 {
     ct_job *j = ctx;
     uint64_t r0 = (uint64_t)t * DECODE_ROWS, n = j->rows - r0 < DECODE_ROWS ? j->rows - r0 : DECODE_ROWS;
+    const qs_decoders *d = qs_decoders_best();   /* each gives the scalar decoder's bytes */
     if (j->f->kind == QS_CT_MXFP4)
-        mxfp4_decode_rows(j->packed, j->scales, j->cols, r0, n, j->out + r0 * j->cols);
+        d->mxfp4(j->packed, j->scales, j->cols, r0, n, j->out + r0 * j->cols);
     else
-        ctint_decode_rows(j->packed, j->scales, j->sd, j->cols, (uint64_t)j->f->group, r0, n, j->out + r0 * j->cols);
+        d->ctint(j->packed, j->scales, j->sd, j->cols, (uint64_t)j->f->group, r0, n, j->out + r0 * j->cols);
 }
 
 /* Scales the reference would turn into NaN or Inf weights: refused. */
@@ -444,11 +449,31 @@ static int decode_slice(const ckpt *c, const qs_view *v, const qs_weight *w, uin
     return rc;
 }
 
+void qs_buffer_release(const qs_view *v, uint16_t *p)
+{
+    if (p && !qs_bufs_give(v ? v->bufs : NULL, p))
+        free(p);
+}
+
+/* Into a reused buffer (qs_bufs.h says why). */
+static int decode_fp8(const ckpt *c, const qs_view *v, const qs_weight *w, ff_pool *pool, uint16_t **out, ff_err *e)
+{
+    *out = qs_bufs_take(v->bufs, st_numel(w->data->st) * 2);
+    if (!*out)
+        return ff_fail(e, FF_EIO, "out of memory decoding %s", w->data->st->name);
+    int rc = fp8b_decode_into(c, w->data, w->scale, pool, *out, e);
+    if (rc) {
+        qs_buffer_release(v, *out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 int qs_decode(const ckpt *c, const qs_view *v, const qs_weight *w, ff_pool *pool, uint16_t **out, ff_err *e)
 {
     *out = NULL;
     if (v->fmt.kind == QS_FP8_BLOCK)
-        return fp8b_decode_tensor(c, w->data, w->scale, pool, out, e);
+        return decode_fp8(c, v, w, pool, out, e);
     if (w->row_step)
         return decode_slice(c, v, w, out, e);
     uint64_t rows, cols;
@@ -457,7 +482,7 @@ int qs_decode(const ckpt *c, const qs_view *v, const qs_weight *w, ff_pool *pool
         rc = check_scales(c, &v->fmt, w, e);
     if (rc)
         return rc;
-    *out = malloc(rows * cols > 0 ? rows * cols * 2 : 1);
+    *out = qs_bufs_take(v->bufs, rows * cols * 2);
     if (!*out)
         return ff_fail(e, FF_EIO, "out of memory decoding %s", w->data->st->name);
     ct_job j = {.f = &v->fmt, .packed = ckpt_data(c, w->data), .scales = ckpt_data(c, w->scale),

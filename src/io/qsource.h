@@ -55,6 +55,8 @@ typedef struct qs_view {
     qs_weight *w;     /* per view tensor; .data NULL: stored as it is */
     qs_format fmt;
     int64_t nweights; /* weights decoded */
+    unsigned parts;   /* which compressed-tensors companion suffixes occur (qsource.c) */
+    struct qs_bufs *bufs;   /* decode buffers for reuse (src/io/qs_bufs.h) */
 } qs_view;
 
 /* The view of c (which must outlive it). Every stored weight is checked
@@ -66,11 +68,17 @@ void qs_view_free(qs_view *v);
 const qs_weight *qs_weight_of(const qs_view *v, const ckpt_tensor *t);
 
 struct ff_pool;
-/* The whole weight as a malloc'd bf16 [rows, cols] copy in *out, spread
- * over pool (may be NULL; the bytes do not depend on it); the stored bytes
+/* The whole weight as a bf16 [rows, cols] copy in *out (given back with
+ * qs_buffer_release, or free()d), spread over pool (may be NULL; the bytes
+ * do not depend on it); the stored bytes
  * are then dropped from the mapping. A NaN or infinite scale, or an E8M0
  * scale of 255, is an error naming the tensor and the element. */
 int qs_decode(const ckpt *c, const qs_view *v, const qs_weight *w, struct ff_pool *pool, uint16_t **out, ff_err *e);
+/* Gives a buffer qs_decode filled back to v for the next decode (NULL: none;
+ * one qs_decode did not hand out, or v NULL: free()d). Either this or free()
+ * for each buffer, and one of them for all of a view's: a buffer free()d is
+ * never reused; one given back is reused without refaulting its pages. */
+void qs_buffer_release(const qs_view *v, uint16_t *p);
 
 /* MXFP4 weights (compressed-tensors' or gpt-oss's), row by row: the codes
  * (cols / 2 bytes) and E8M0 exponents (cols / 32) of decoded row r of the

@@ -34,5 +34,9 @@ void mx_span_add(mx_span *s, const uint8_t *packed, const uint8_t *e8m0, uint64_
 int mx_exact_k(const mx_span *s, int *k);
 /* NVFP4 scales (cols / 16 bytes a row) of one weight under global 2^k. */
 void mx_exact_scales(const uint8_t *e8m0, uint64_t rows, uint64_t cols, int k, uint8_t *scales);
+/* The same in two steps, for a caller that writes many rows under one k:
+ * each exponent's scale byte, then a lookup a group. */
+void mx_exact_table(int k, uint8_t table[256]);
+void mx_exact_scales_by(const uint8_t table[256], const uint8_t *e8m0, uint64_t rows, uint64_t cols, uint8_t *scales);
 
 #endif
