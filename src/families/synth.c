@@ -49,6 +49,20 @@ void synth_add(synth_list *l, synth_init k, int ndim, int64_t a, int64_t b, int6
     t->init = k;
 }
 
+void synth_prefix(synth_list *l, size_t from, const char *prefix)
+{
+    size_t k = strlen(prefix), cap = sizeof l->t[0].name;
+    for (size_t i = from; i < l->n; i++) {
+        char *name = l->t[i].name;
+        size_t n = strnlen(name, cap - 1);
+        if (n + k >= cap)
+            n = cap - 1 - k;   /* never: the longest text name is ~70 bytes */
+        memmove(name + k, name, n);
+        memcpy(name, prefix, k);
+        name[n + k] = 0;
+    }
+}
+
 static void add_4d(synth_list *l, synth_init k, const int64_t shape[4], const char *fmt, va_list ap)
 {
     synth_tensor *t = synth_next(l);

@@ -30,6 +30,9 @@ typedef struct synth_list {
 
 void synth_add(synth_list *l, synth_init k, int ndim, int64_t a, int64_t b, int64_t c, const char *fmt, ...)
     __attribute__((format(printf, 7, 8)));
+/* Puts prefix before every name from index `from` on: a multimodal model's
+ * text tensors ("language_model.") made by a text family's synth helpers. */
+void synth_prefix(synth_list *l, size_t from, const char *prefix);
 /* A 4-D tensor (a Conv2d's weight). */
 void synth_add_4d(synth_list *l, synth_init k, int64_t a, int64_t b, int64_t c, int64_t d, const char *fmt, ...)
     __attribute__((format(printf, 7, 8)));

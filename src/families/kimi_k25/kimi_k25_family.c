@@ -129,20 +129,6 @@ static void vision(const synth_geom *g, synth_list *l)
     synth_add(l, SYNTH_NORMAL, 1, g->hidden, 0, 0, "mm_projector.proj.2.bias");
 }
 
-/* Every name from `from` on gets the text model's prefix. */
-static void prefix_text(synth_list *l, size_t from)
-{
-    for (size_t i = from; i < l->n; i++) {
-        char *name = l->t[i].name;
-        size_t n = strnlen(name, sizeof l->t[i].name - 1), k = sizeof TEXT - 1;
-        if (n + k >= sizeof l->t[i].name)
-            n = sizeof l->t[i].name - 1 - k;   /* never: the longest text name is ~60 bytes */
-        memmove(name + k, name, n);
-        memcpy(name, TEXT, k);
-        name[n + k] = 0;
-    }
-}
-
 static int kimi_k25_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
 {
     int rc = mla_synth_check(g, e);
@@ -154,7 +140,7 @@ static int kimi_k25_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
     mla_synth_layers(g, l, NULL);
     synth_add(l, SYNTH_ONES, 1, g->hidden, 0, 0, "model.norm.weight");
     if (!l->oom)
-        prefix_text(l, text);
+        synth_prefix(l, text, TEXT);
     vision(g, l);
     return l->oom ? ff_oom(e, "out of memory") : FF_OK;
 }

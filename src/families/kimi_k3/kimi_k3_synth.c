@@ -166,20 +166,6 @@ static void vision(const synth_geom *g, synth_list *l)
     synth_add(l, SYNTH_ONES, 1, g->hidden, 0, 0, "mm_projector.post_norm.weight");
 }
 
-/* Every name from `from` on gets the text model's prefix. */
-static void prefix_text(synth_list *l, size_t from)
-{
-    for (size_t i = from; i < l->n; i++) {
-        char *name = l->t[i].name;
-        size_t n = strnlen(name, sizeof l->t[i].name - 1), k = sizeof TEXT - 1;
-        if (n + k >= sizeof l->t[i].name)
-            n = sizeof l->t[i].name - 1 - k;   /* never: the longest text name is ~70 bytes */
-        memmove(name + k, name, n);
-        memcpy(name, TEXT, k);
-        name[n + k] = 0;
-    }
-}
-
 int k3_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
 {
     int rc = k3_synth_check(g, e);
@@ -196,7 +182,7 @@ int k3_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
     synth_add(l, SYNTH_NORMAL, 2, 1, g->hidden, 0, "model.output_attn_res_proj.weight");
     synth_add(l, SYNTH_NORMAL, 2, g->vocab, g->hidden, 0, "lm_head.weight");
     if (!l->oom)
-        prefix_text(l, text);
+        synth_prefix(l, text, TEXT);
     return l->oom ? ff_oom(e, "out of memory") : FF_OK;
 }
 
