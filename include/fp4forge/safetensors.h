@@ -63,6 +63,11 @@ void st_close(st_file *f);
  * p must lie in a mapping st_open made: those start on a 2 MB boundary, so
  * the rounding never leaves the file's mapping. */
 void st_map_drop(const uint8_t *p, uint64_t bytes);
+/* A consumed tensor's bytes dropped from f's mapping; nothing for a file read
+ * from memory (st_open_memory), whose bytes are the caller's: MADV_DONTNEED
+ * there would zero them, and the 2 MB rounding would reach memory before
+ * them (a fuzzer found it overwriting its input). */
+void st_drop_tensor(const st_file *f, const st_tensor *t);
 static inline const uint8_t *st_data(const st_file *f, const st_tensor *t)
 {
     return f->map + f->data_off + t->begin;

@@ -172,9 +172,7 @@ int fp8b_decode_into(const ckpt *c, const ckpt_tensor *t, const ckpt_tensor *sca
     /* the FP8 bytes are consumed: drop them from this mapping now rather
      * than when the executor releases the item, so a unit holds its decoded
      * copy, not both (the page cache keeps them) */
-    const st_file *f = &c->files[t->file];
-    if (f->map)
-        st_map_drop(st_data(f, t->st), t->st->end - t->st->begin);
+    st_drop_tensor(&c->files[t->file], t->st);
     return FF_OK;
 }
 

@@ -494,9 +494,7 @@ int qs_decode(const ckpt *c, const qs_view *v, const qs_weight *w, ff_pool *pool
         for (size_t i = 0; i < tasks; i++)
             ct_task(&j, i);
     /* consumed: a unit holds its decoded copy, not both (the page cache keeps them) */
-    const st_file *f = &c->files[w->data->file];
-    if (f->map)
-        st_map_drop(st_data(f, w->data->st), w->data->st->end - w->data->st->begin);
+    st_drop_tensor(&c->files[w->data->file], w->data->st);
     return FF_OK;
 }
 

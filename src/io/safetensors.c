@@ -232,6 +232,12 @@ void st_map_drop(const uint8_t *p, uint64_t bytes)
         madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
+void st_drop_tensor(const st_file *f, const st_tensor *t)
+{
+    if (f->map && !f->borrowed)
+        st_map_drop(st_data(f, t), t->end - t->begin);
+}
+
 static int open_and_read(st_file *f, const char *path, int map, ff_err *e)
 {
     f->path = strdup(path);

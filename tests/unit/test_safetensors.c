@@ -1,6 +1,7 @@
 /* safetensors header validation: every malformed input is refused with a
  * one-line error naming the file (and the tensor, where there is one). */
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -194,6 +195,37 @@ static void test_index_mismatch(void)
     ckpt_close(&c);
 }
 
+/* A checkpoint read from memory is the caller's: dropping a consumed tensor
+ * must not madvise it away. Placed across a 2 MB boundary, where the old
+ * rounding zeroed a whole block of the caller's bytes (fuzz_sources). */
+static void test_memory_file_never_dropped(void)
+{
+    const uint64_t two_mb = 2ull << 20, data = 3ull << 20;
+    uint8_t *span = mmap(NULL, 4 * two_mb, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(span != MAP_FAILED);
+    if (span == MAP_FAILED)
+        return;
+    uint8_t *boundary = (uint8_t *)(((uintptr_t)span + 2 * two_mb - 1) & ~(uintptr_t)(two_mb - 1));
+    char header[128];
+    int hn = snprintf(header, sizeof header, "{\"w\":{\"dtype\":\"U8\",\"shape\":[%llu],\"data_offsets\":[0,%llu]}}",
+                      (unsigned long long)data, (unsigned long long)data);
+    uint8_t *file = boundary - 8 - hn - 64;
+    for (int i = 0; i < 8; i++)
+        file[i] = (uint8_t)((uint64_t)hn >> (8 * i));
+    memcpy(file + 8, header, (size_t)hn);
+    memset(file + 8 + hn, 0x55, data);
+    st_file f;
+    ff_err e = {0};
+    CHECK(st_open_memory(&f, "mem", file, 8 + (uint64_t)hn + data, &e) == 0);
+    st_drop_tensor(&f, &f.tensors[0]);
+    size_t kept = 0;
+    for (uint64_t i = 0; i < data; i++)
+        kept += file[8 + hn + i] == 0x55;
+    CHECK_EQ_INT(kept, data);
+    st_close(&f);
+    munmap(span, 4 * two_mb);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -207,6 +239,7 @@ int main(void)
     RUN(test_refused_open_holds_nothing);
     RUN(test_write_read_back);
     RUN(test_index_mismatch);
+    RUN(test_memory_file_never_dropped);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)
