@@ -146,13 +146,16 @@ PY
 )
 [ "$got" = "497220 247296 69 [92, 93] 896 3584 mxfp4-pack-quantized" ] && pass "k3_real_layout" "the release's 497,220 tensors, 247,296 MXFP4 experts, 69 KDA layers, MLA at 4, 8, ..., 92, 93" \
     || fail "k3_real_layout" "got '$got'"
-# CPU time (user + sys, best of two), not wall: this machine is shared, and a
-# plan is one thread
-secs=99
+# Wall time (the issue's 3 s) and CPU time (user + sys), best of two each:
+# headers are read on up to 4 threads while the index is parsed, so wall is
+# below CPU on 2 cores; CPU guards the work from growing on a shared machine.
+secs=99 wall=99
 for _ in 1 2; do
-    TIMEFORMAT='%U %S'
+    TIMEFORMAT='%R %U %S'
     t=$( { time $FF_FAST plan "$W/real" --json > "$W/real.plan.json" 2> "$W/real.plan.err"; } 2>&1 ); rc=$?
-    secs=$(awk -v t="$t" -v s="$secs" 'BEGIN{split(t, a, " "); d=a[1]+a[2]; printf "%.2f", d < s ? d : s}')
+    read -r w u sy <<< "$t"
+    secs=$(awk -v u="$u" -v sy="$sy" -v s="$secs" 'BEGIN{d=u+sy; printf "%.2f", d < s ? d : s}')
+    wall=$(awk -v w="$w" -v s="$wall" 'BEGIN{printf "%.2f", w < s ? w : s}')
 done
 unset TIMEFORMAT
 # 24 MLA x 6 + 69 KDA x 8 + 1 dense MLP x 3 + 92 shared x 3 = 975; 92 MoE layers x 896 x 3
@@ -160,10 +163,12 @@ got=$(plan_counts "$W/real.plan.json")
 [ "$rc" -eq 0 ] && [ "$got" = "975 975 247296 247296 92 0 True 0" ] \
     && pass "k3_real_plan_counts" "93 layers (92 MoE) x 896 experts x 3 = 247296 expert Linears from MXFP4 headers, 975 dense, 92 routers kept" \
     || fail "k3_real_plan_counts" "rc=$rc got '$got' want '975 975 247296 247296 92 0 True 0'"
-# 497,220 tensors: the issue asks under 3 s; most of it is reading 120 shard headers
-# and a 59 MB index (jansson), which the 6 s bar here guards from growing
-awk -v s="$secs" 'BEGIN{exit !(s < 6.0)}' && pass "k3_real_plan_time" "best of two ${secs} s CPU (bar 6 s; the issue's 3 s is not met)" \
-    || fail "k3_real_plan_time" "best of two ${secs} s CPU, bar 6 s"
+# 497,220 tensors: the issue asks under 3 s; most of it is jansson reading 313 shard
+# headers and a 59 MB index. Bars with room for a shared machine: 6 s CPU, 4.5 s wall.
+verdict=$(awk -v w="$wall" 'BEGIN{print (w < 3.0 ? "under the issue'"'"'s 3 s" : "over the issue'"'"'s 3 s")}')
+awk -v s="$secs" -v w="$wall" 'BEGIN{exit !(s < 6.0 && w < 4.5)}' \
+    && pass "k3_real_plan_time" "best of two: ${wall} s wall, $verdict; ${secs} s CPU (bars 4.5 s wall, 6 s CPU)" \
+    || fail "k3_real_plan_time" "best of two: ${wall} s wall, ${secs} s CPU; bars 4.5 s wall, 6 s CPU"
 # fit: 69 KDA layers, each (4-1) x 3 x 12288 conv inputs in bf16 + 96 x 128 x 128 float32 state
 # a sequence; 24 MLA layers, each a (512 + 64)-wide bf16 latent a token
 want="69 $((69 * (3 * 3 * 12288 * 2 + 96 * 128 * 128 * 4))) $((24 * 576 * 2))"
