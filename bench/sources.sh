@@ -16,6 +16,11 @@
 #
 # usage: bench/sources.sh [--layers N (>= 5, default 6)] [--dir DIR] [--threads N] [--runs N]
 #                         [--formats "fp8-block int4 mxfp4"] [--no-bound] [--keep]
+#                         [--arch deepseek-v3|kimi-k2] [--experts E (default 8)]
+# The published models hold 95-97% of their weights in routed experts; 8
+# experts a layer put most of the elements in the bf16 rest instead, so a
+# row then mostly measures quantizing bf16. --arch kimi-k2 --experts 32 (one
+# dense layer, 32 experts) puts about four fifths of the elements in experts.
 # Disk: each format's two checkpoints are made, measured and removed in turn
 # (--keep keeps them; reused when present): at most ~7 GB of source and ~4 GB
 # of output at once. FP8-block reuses bench/fp8_source.sh's checkpoints when
@@ -23,6 +28,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 L=6 DIR=/var/tmp/fp4forge-bench-sources FP8DIR=/var/tmp/fp4forge-bench-fp8 THREADS= KEEP=0 BOUND=1 RUNS=3
+ARCH=deepseek-v3 EXPERTS=8
 FORMATS="fp8-block int4 mxfp4"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -31,9 +37,11 @@ while [ $# -gt 0 ]; do
     --threads) THREADS=$2; shift ;;
     --runs) RUNS=$2; shift ;;
     --formats) FORMATS=$2; shift ;;
+    --arch) ARCH=$2; shift ;;
+    --experts) EXPERTS=$2; shift ;;
     --no-bound) BOUND=0 ;;
     --keep) KEEP=1 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "bench/sources.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -47,22 +55,23 @@ OUT=$DIR/out
 T=(); [ -n "$THREADS" ] && T=(--threads "$THREADS")
 
 dir_of() {   # dir_of FORMAT LAYERS
-    case "$1" in
-    fp8-block) echo "$FP8DIR/ds-L$2" ;;   # bench/fp8_source.sh's name
-    *) echo "$DIR/$1-L$2" ;;
-    esac
+    if [ "$1" = fp8-block ] && [ "$ARCH" = deepseek-v3 ] && [ "$EXPERTS" = 8 ]; then
+        echo "$FP8DIR/ds-L$2"   # bench/fp8_source.sh's
+    else
+        echo "$DIR/$1-$ARCH-E$EXPERTS-L$2"
+    fi
 }
 synth() {   # synth FORMAT LAYERS -> the checkpoint dir (reused when complete)
     local d; d=$(dir_of "$1" "$2")
     if [ ! -f "$d/.complete" ]; then
-        "$FF" synth --arch deepseek-v3 --size real --layers "$2" --experts 8 --vocab 16384 \
+        "$FF" synth --arch "$ARCH" --size real --layers "$2" --experts "$EXPERTS" --vocab 16384 \
             --source "$1" "$d" --force > /dev/null
         touch "$d/.complete"
     fi
     echo "$d"
 }
 drop() {   # drop FORMAT LAYERS: a checkpoint this run may remove
-    [ "$KEEP" = 1 ] || [ "$1" = fp8-block ] || rm -rf "$(dir_of "$1" "$2")"
+    [ "$KEEP" = 1 ] || [ "$(dir_of "$1" "$2")" = "$FP8DIR/ds-L$2" ] || rm -rf "$(dir_of "$1" "$2")"
 }
 best() { sort -n | head -1; }
 secs() { local t0 t1; t0=$(date +%s.%N); "$@" > /dev/null 2>&1; t1=$(date +%s.%N); awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}'; }
@@ -115,7 +124,7 @@ measure() {
                f, b / 1e9, p / 1e9, b / 1e9 / c, b / 1e9 / q, c / q, e / q / 1e9, rs, bs / 1e9, rb, b / 1e9 }'
 }
 
-echo "DeepSeek-V3 geometry, 8 experts, $L layers (RSS also at 4); page-cached, best of $RUNS; threads: ${THREADS:-all}"
+echo "$ARCH geometry, $EXPERTS experts, $L layers (RSS also at 4); page-cached, best of $RUNS; threads: ${THREADS:-all}"
 printf "%-10s %6s %7s %7s %9s %7s %8s   %s\n" source GB packed "cat/s" "quant/s" "q/cat" "Gelem/s" "peak RSS"
 for fmt in $FORMATS; do
     measure "$fmt"

@@ -46,6 +46,9 @@ typedef struct lora_adapter {
     double b_median_norm;
     uint64_t merged_elems, changed_elems;
     size_t nmerged;
+    struct ff_pool *pool;       /* the merge's threads, made on first use (lora_close ends them) */
+    void *spare;                /* a merged tensor's buffer given back (lora_give_back) */
+    uint64_t spare_bytes;
 } lora_adapter;
 
 /* Element i of an adapter or base tensor as f32. Safetensors does not
@@ -76,9 +79,14 @@ int lora_merge_module(const lora_adapter *l, const lora_module *m, const void *w
                       uint64_t *changed, float *max_delta, ff_err *e);
 
 /* The pass's producer: for a base tensor an adapter module targets, *buf
- * gets a malloc'd merged copy (caller frees); NULL for any other tensor.
- * Fails when a module is produced twice or its merge changes nothing. */
+ * gets a malloc'd merged copy (caller frees, or gives it back); NULL for any
+ * other tensor. Fails when a module is produced twice or its merge changes
+ * nothing. */
 int lora_produce(lora_adapter *l, const ckpt_tensor *t, void **buf, ff_err *e);
+/* A buffer lora_produce gave (bytes long; NULL: nothing), once written: the
+ * next merge reuses it. Fresh pages cost a fault and a zeroing each (a third
+ * of a merge's time on a 2.4 GB model). */
+void lora_give_back(lora_adapter *l, void *buf, uint64_t bytes);
 /* After the pass: the number merged must equal the number in the adapter. */
 int lora_finish(lora_adapter *l, ff_err *e);
 

@@ -9,6 +9,7 @@
 
 #include "fsutil.h"
 #include "jsonio.h"
+#include "threadpool.h"
 
 #define PEFT_PREFIX "base_model.model."
 /* far above any adapter people train, far below an int64 cast's limit */
@@ -356,5 +357,7 @@ void lora_close(lora_adapter *l)
         ckpt_close(&l->ck);
     json_decref(l->config);
     free(l->dir);
+    pool_destroy(l->pool);
+    free(l->spare);
     memset(l, 0, sizeof *l);
 }

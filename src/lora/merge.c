@@ -41,7 +41,10 @@ static int write_tensors(const ckpt *c, lora_adapter *l, ckpt_writer *w, uint64_
         rc = lora_produce(l, t, &buf, e);
         if (!rc)
             rc = ckpt_writer_put(w, i, buf ? buf : ckpt_data(c, t), outs[i].nbytes, e);
-        free(buf);
+        /* written: the next tensor reuses the buffer (fresh pages cost a fault
+         * and a zeroing each), and RSS holds one tensor, not the model */
+        lora_give_back(l, buf, outs[i].nbytes);
+        st_drop_tensor(&c->files[t->file], t->st);
     }
     if (!rc)
         rc = lora_finish(l, e);
