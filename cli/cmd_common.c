@@ -24,6 +24,11 @@ void recipe_from_cli(const cli_args *a, recipe_args *r)
         r->only[n++] = v;
     r->opts.only_re = r->only;
     r->opts.nonly = n;
+    it = n = 0;
+    while ((v = cli_next(a, "--fp8", &it)))
+        r->fp8[n++] = v;
+    r->opts.fp8_re = r->fp8;
+    r->opts.nfp8 = n;
     r->opts.allow_router = cli_flag(a, "--allow-router-quantization");
     r->opts.allow_partial = cli_flag(a, "--allow-partial");
 }

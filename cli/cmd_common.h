@@ -10,12 +10,14 @@
 #define RECIPE_OPTS                                                                            \
     {"--ignore", "REGEX", "never quantize modules matching REGEX (repeatable)"},               \
     {"--only", "REGEX", "quantize only Linears matching REGEX (repeatable)"},                  \
+    {"--fp8", "REGEX", "write matching Linears FP8 weight-only (channel-wise) instead of NVFP4 (repeatable)"}, \
     {"--allow-router-quantization", NULL, "let --only quantize MoE routers (they serve NaN)"}, \
     {"--allow-partial", NULL, "accept a quantize set smaller than the config implies"}
 
 typedef struct recipe_args {
     const char *ignore[CLI_MAX_VALS];
     const char *only[CLI_MAX_VALS];
+    const char *fp8[CLI_MAX_VALS];
     plan_opts opts;
 } recipe_args;
 

@@ -54,9 +54,10 @@ static void summary(const plan *p, const quant_stats *st, const char *out, const
     double gbps = st->seconds > 0 ? (double)st->bytes_read / 1e9 / st->seconds : 0;
     if (json) {
         /* built with jansson: paths are user text and must be escaped */
-        json_t *j = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:s, s:I, s:{s:I, s:I, s:I, s:I}}",
+        json_t *j = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:s, s:I, s:{s:I, s:I, s:I, s:I}}",
                               "output", out,
                               "quantized_dense", (json_int_t)p->q_dense, "quantized_experts", (json_int_t)p->q_experts,
+                              "quantized_fp8", (json_int_t)p->q_fp8,
                               "ignored", (json_int_t)p->nignore, "shards", (json_int_t)st->shards,
                               "bytes_in", (json_int_t)st->bytes_read, "bytes_out", (json_int_t)st->bytes_written,
                               "seconds", st->seconds, "threads", st->threads, "kernel", st->kernel,
@@ -73,6 +74,9 @@ static void summary(const plan *p, const quant_stats *st, const char *out, const
     printf("fp4forge quantize: %s\n", out);
     printf("  quantized  %lld dense Linears, %lld expert Linears (%s, %d layers)\n",
            (long long)p->q_dense, (long long)p->q_experts, p->arch_class, p->layers);
+    if (p->q_fp8)
+        printf("  fp8        %lld of them FP8 weight-only channel-wise (--fp8), the rest NVFP4A16\n",
+               (long long)p->q_fp8);
     printf("  ignored    %zu modules left in their dtype (quantization_config.ignore)\n",
            p->nignore);
     printf("  bytes      %.3f GB in -> %.3f GB out in %zu shard%s\n", (double)st->bytes_read / 1e9,
@@ -126,6 +130,10 @@ static int quant_options(const cli_args *a, quant_opts *o, nvfp4_obs *obs, ff_er
         return ff_fail(e, FF_EUSAGE, "--observer %s: unknown (minmax, mse, expanded-mse; or llm-compressor's "
                        "memoryless_minmax, memoryless_mse, mse, nvfp4_expanded_mse, fouroversix)", obs_name);
     o->observer = obs_name ? obs : NULL;
+    /* llm-compressor would run that observer over the FP8 groups too; their
+     * bytes are proven for min/max only */
+    if (cli_get(a, "--fp8") && o->observer && o->observer->kind != NVFP4_OBS_MINMAX)
+        return ff_fail(e, FF_EUSAGE, "--fp8 takes the minmax observer only, not --observer %s", obs_name);
     const char *route = cli_get(a, "--mxfp4-route");
     if (route && strcmp(route, "exact") && strcmp(route, "reference"))
         return ff_fail(e, FF_EUSAGE, "--mxfp4-route is exact or reference, not %s", route);

@@ -22,12 +22,18 @@ typedef struct plan_member {
     uint64_t col0, stride;
     char *module;           /* output module name: <module>.weight_packed ... */
     const char *family;
-    size_t out;             /* index of its weight_packed in plan.outs (then scale, global) */
+    /* the scheme: NVFP4A16 (out: weight_packed, then weight_scale and
+     * weight_global_scale), or with fp8 FP8 weight-only channel-wise
+     * (out: weight F8_E4M3 [rows, cols], then weight_scale [rows, 1] in the
+     * source dtype; src/kernels/fp8_channel.h) */
+    int fp8;
+    size_t out;             /* index of its first output in plan.outs */
 } plan_member;
 
 /* Members that share one global scale (a fused q/k/v, gate/up, or one). */
 typedef struct plan_unit {
     size_t first, count;    /* into plan.members */
+    int fp8;                /* its members' scheme: one per fused unit, as vLLM requires */
 } plan_unit;
 
 typedef enum { ITEM_KEEP, ITEM_QUANT } plan_item_kind;
@@ -41,7 +47,8 @@ typedef struct plan_item {
 
 typedef struct plan_family_stat {
     const char *family;
-    int64_t quantized;      /* Linears quantized */
+    int64_t quantized;      /* Linears quantized (NVFP4 or FP8) */
+    int64_t fp8;            /* of those, FP8 weight-only */
     int64_t kept;           /* tensors kept */
     int64_t kept_linears;
     uint64_t bytes_in, bytes_out;
@@ -55,6 +62,9 @@ typedef struct plan_opts {
     int nignore;
     const char *const *only_re;    /* --only: quantize only matching Linears */
     int nonly;
+    const char *const *fp8_re;     /* --fp8: matching Linears the recipe quantizes go FP8
+                                      weight-only channel-wise instead of NVFP4 */
+    int nfp8;
     int allow_router;              /* --allow-router-quantization */
     int allow_partial;             /* accept a quantize set smaller than the config implies */
 } plan_opts;
@@ -75,6 +85,7 @@ typedef struct plan {
     plan_family_stat fam_stats[PLAN_MAX_FAMILIES];
     int nfam;
     int64_t q_dense, q_experts, q_routers, kept_routers, unknown;
+    int64_t q_fp8;          /* Linears written FP8 (counted in q_dense too) */
     uint64_t bytes_in, bytes_out;
     char *notes[PLAN_MAX_NOTES];       /* warnings */
     int nnotes;

@@ -120,6 +120,20 @@ static const char *base_model_of(const ckpt *c, const card_info *ci)
     return n && !strchr(n, '@') && hfcache_is_name(n) ? n : NULL;
 }
 
+/* With --fp8: the scheme of each module class's Linears. */
+static void print_schemes(const plan *p, FILE *out)
+{
+    fprintf(out, "\nSchemes per module class (`--fp8`: FP8 weight-only is compressed-tensors `naive-quantized`, "
+                 "8-bit float weights with one scale per output channel, served by vLLM's W8A16 FP8 scheme):\n\n"
+                 "| family | NVFP4A16 | FP8 weight-only | kept in their dtype |\n|---|---:|---:|---:|\n");
+    for (int i = 0; i < p->nfam; i++) {
+        const plan_family_stat *f = &p->fam_stats[i];
+        if (f->quantized || f->kept_linears)
+            fprintf(out, "| %s | %lld | %lld | %lld |\n", f->family, (long long)(f->quantized - f->fp8),
+                    (long long)f->fp8, (long long)f->kept_linears);
+    }
+}
+
 static void print_counts(const plan *p, FILE *out)
 {
     fprintf(out, "## What was quantized and what was kept\n\n"
@@ -138,6 +152,8 @@ static void print_counts(const plan *p, FILE *out)
         fprintf(out, "| %s | %lld | %lld | %lld |\n", f->family, (long long)f->quantized,
                 (long long)f->kept_linears, (long long)f->kept);
     }
+    if (p->q_fp8)
+        print_schemes(p, out);
     fprintf(out, "\nKept tensors are copied byte for byte, and the kept Linears are listed by module in "
                  "`quantization_config.ignore`; q/k/v share one global scale, and so do gate/up%s.\n\n",
             p->experts ? " (each expert's gate/up too)" : "");

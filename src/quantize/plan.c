@@ -74,12 +74,13 @@ static char *strip_suffix(const char *s, const char *suf)
     return strdup(s);
 }
 
-static int any_match(const char *const *res, int n, const regex_t *compiled, const char *s)
+/* Index of the first of the user's regexes matching s, or -1. */
+static int first_match(int n, const regex_t *compiled, const char *s)
 {
     for (int i = 0; i < n; i++)
         if (regexec(&compiled[i], s, 0, NULL, 0) == 0)
-            return 1;
-    return 0;
+            return i;
+    return -1;
 }
 
 /* Per-tensor decision, made before any unit is formed. */
@@ -88,8 +89,18 @@ typedef struct decision {
     ff_role role;        /* effective role (a forced --only Linear becomes ROLE_LINEAR) */
     char *module;
     char *fuse_key;        /* "<parent>|<fuse>" or NULL */
+    /* the fused unit the tensor belongs to whatever was decided ("<parent>|<fuse>"
+     * of any Linear whose rule ties it), to refuse a recipe that splits one */
+    char *tie;
+    int fp8;               /* quantized FP8 weight-only (--fp8) instead of NVFP4 */
     int drop;              /* no output: an input_scale beside a weight that has no use for it */
 } decision;
+
+/* The compiled user regexes decisions read. */
+typedef struct recipe_re {
+    regex_t *ign, *only, *fp8;
+    int nign, nonly, nfp8;
+} recipe_re;
 
 /* Compiles the user's regexes; *ok counts the compiled ones, which are the
  * only ones free_all may regfree. */
@@ -148,6 +159,27 @@ static uint64_t stored_bytes(const ckpt_tensor *t, uint64_t elems)
     return (uint64_t)((double)elems * (double)stored / (double)numel);
 }
 
+/* FP8 channel-wise: weight F8_E4M3 [rows, cols] and weight_scale [rows, 1]
+ * in the weight's dtype, as compressed-tensors saves them (no zero point:
+ * symmetric; no input_scale: weight-only). */
+static int fp8_outs(plan *p, const char *module, uint64_t rows, uint64_t cols, ff_dtype dt, size_t *weight)
+{
+    int64_t s[2] = {(int64_t)rows, (int64_t)cols};
+    size_t unused;
+    if (add_out(p, module, "weight", FF_DT_F8_E4M3, 2, s, rows * cols, weight))
+        return -1;
+    s[1] = 1;
+    return add_out(p, module, "weight_scale", dt, 2, s, rows * ff_dtype_size(dt), &unused);
+}
+
+/* Bytes a quantized member is written as. */
+static uint64_t member_bytes_out(const plan_member *m)
+{
+    if (m->fp8)
+        return m->rows * m->cols + m->rows * ff_dtype_size(m->src->st->dtype);
+    return m->rows * m->cols / 2 + m->rows * m->cols / NVFP4_GROUP + 4;
+}
+
 /* The three tensors a quantized module is written as. */
 static int member_outs(plan *p, const char *module, uint64_t rows, uint64_t cols, size_t *packed)
 {
@@ -164,18 +196,22 @@ static int member_outs(plan *p, const char *module, uint64_t rows, uint64_t cols
 
 /* Takes module (malloc'd), freed here when the member cannot be added. */
 static int add_member(plan *p, const ckpt_tensor *src, uint64_t row0, uint64_t rows,
-                      uint64_t cols, char *module, const char *family)
+                      uint64_t cols, char *module, const char *family, int fp8)
 {
     plan_member m = {.src = src, .row0 = row0, .rows = rows, .cols = cols, .module = module,
-                     .family = family};
-    if (!module || member_outs(p, module, rows, cols, &m.out) || PUSH(p, members, m)) {
+                     .family = family, .fp8 = fp8};
+    if (!module ||
+        (fp8 ? fp8_outs(p, module, rows, cols, src->st->dtype, &m.out) : member_outs(p, module, rows, cols, &m.out)) ||
+        PUSH(p, members, m)) {
         free(module);
         return -1;
     }
     plan_family_stat *fs = fam_stat(p, family);
     fs->quantized++;
+    fs->fp8 += fp8;
+    p->q_fp8 += fp8;
     uint64_t in = stored_bytes(src, rows * cols);
-    uint64_t out = rows * cols / 2 + rows * cols / NVFP4_GROUP + 4;
+    uint64_t out = member_bytes_out(&m);
     fs->bytes_in += in;
     fs->bytes_out += out;
     p->bytes_in += in;
@@ -263,8 +299,38 @@ static const char *unquantizable(const ckpt_tensor *t, ff_role role)
     return NULL;
 }
 
-static int decide_one(plan *p, const ckpt *c, const ff_matcher *am, const plan_opts *o, const regex_t *ign,
-                      const regex_t *only, const ckpt_tensor *t, decision *x, ff_err *e)
+/* "<parent>|<tie>" of module, malloc'd; NULL when out of memory. */
+static char *tie_key(const char *module, const char *tie)
+{
+    const char *dot = strrchr(module, '.');
+    size_t plen = dot ? (size_t)(dot - module) : 0;
+    size_t n = plen + strlen(tie) + 2;
+    char *k = malloc(n);
+    if (k)
+        snprintf(k, n, "%.*s|%s", (int)plen, module, tie);
+    return k;
+}
+
+/* --fp8 on a Linear the recipe quantizes: FP8 weight-only instead of NVFP4.
+ * Experts are refused: vLLM 0.32's compressed-tensors fused MoE has no
+ * weight-only FP8 scheme (a channel group without input activations is
+ * taken for WNA16 and refused, compressed_tensors_moe.py), so an FP8
+ * expert could not be served. */
+static int decide_fp8(const plan_opts *o, const recipe_re *rr, decision *x, ff_err *e)
+{
+    int k = x->role != ROLE_KEEP ? first_match(rr->nfp8, rr->fp8, x->module) : -1;
+    if (k < 0)
+        return FF_OK;
+    if (x->role != ROLE_LINEAR || x->rule->expert)
+        return ff_fail(e, FF_EUSAGE, "--fp8 %s matches the MoE expert Linear %s: vLLM serves compressed-tensors "
+                       "experts as NVFP4 or unquantized only (no FP8 weight-only MoE scheme); keep experts out of "
+                       "--fp8", o->fp8_re[k], x->module);
+    x->fp8 = 1;
+    return FF_OK;
+}
+
+static int decide_one(plan *p, const ckpt *c, const ff_matcher *am, const plan_opts *o, const recipe_re *rr,
+                      const ckpt_tensor *t, decision *x, ff_err *e)
 {
     const char *name = t->st->name;
     x->rule = ff_match(am, name);
@@ -277,9 +343,11 @@ static int decide_one(plan *p, const ckpt *c, const ff_matcher *am, const plan_o
     int candidate = x->rule && (x->role != ROLE_KEEP || x->rule->linear);
     int q = x->role != ROLE_KEEP;
     if (o->nonly)
-        q = candidate && any_match(o->only_re, o->nonly, only, x->module);
-    if (q && o->nignore && any_match(o->ignore_re, o->nignore, ign, x->module))
+        q = candidate && first_match(rr->nonly, rr->only, x->module) >= 0;
+    if (q && o->nignore && first_match(rr->nign, rr->ign, x->module) >= 0)
         q = 0;
+    if (x->rule && x->rule->fuse && x->rule->linear && !(x->tie = tie_key(x->module, x->rule->fuse)))
+        return ff_oom(e, "out of memory while planning");
     if (!x->rule) {
         p->unknown++;
         note(p->notes, &p->nnotes, "%s: not a tensor the %s rules know; kept as is", name, p->fam->name);
@@ -306,16 +374,9 @@ static int decide_one(plan *p, const ckpt *c, const ff_matcher *am, const plan_o
         note(p->notes, &p->nnotes, "%s: %s; kept unquantized and listed in ignore", name, why);
         x->role = ROLE_KEEP;
     }
-    if (x->role == ROLE_LINEAR && x->rule->fuse) {
-        const char *dot = strrchr(x->module, '.');
-        size_t plen = dot ? (size_t)(dot - x->module) : 0;
-        size_t n = plen + strlen(x->rule->fuse) + 2;
-        x->fuse_key = malloc(n);
-        if (!x->fuse_key)
-            return ff_oom(e, "out of memory while planning");
-        snprintf(x->fuse_key, n, "%.*s|%s", (int)plen, x->module, x->rule->fuse);
-    }
-    return FF_OK;
+    if (x->role == ROLE_LINEAR && x->rule->fuse && !(x->fuse_key = strdup(x->tie)))
+        return ff_oom(e, "out of memory while planning");
+    return decide_fp8(o, rr, x, e);
 }
 
 /* "<mod>.weight" when name is "<mod>.input_scale" and that weight exists. */
@@ -339,7 +400,7 @@ static const ckpt_tensor *input_scale_weight(const ckpt *c, const char *name)
  * than the source refused: the weights are all there. Decided after its
  * weight, which may come later in the file. */
 static int decide_input_scales(plan *p, const ckpt *c, const ff_matcher *am, const plan_opts *o,
-                               const regex_t *ign, const regex_t *only, decision *d, ff_err *e)
+                               const recipe_re *rr, decision *d, ff_err *e)
 {
     int64_t dropped = 0;
     for (size_t i = 0; i < c->ntensors; i++) {
@@ -348,7 +409,7 @@ static int decide_input_scales(plan *p, const ckpt *c, const ff_matcher *am, con
             continue;
         d[i].drop = d[w - c->tensors].role != ROLE_KEEP || plan_source_weight(p, w);
         dropped += d[i].drop;
-        int rc = d[i].drop ? FF_OK : decide_one(p, c, am, o, ign, only, &c->tensors[i], &d[i], e);
+        int rc = d[i].drop ? FF_OK : decide_one(p, c, am, o, rr, &c->tensors[i], &d[i], e);
         if (rc)
             return rc;
     }
@@ -358,18 +419,91 @@ static int decide_input_scales(plan *p, const ckpt *c, const ff_matcher *am, con
     return FF_OK;
 }
 
+static const char *scheme_name(const decision *x)
+{
+    return x->role == ROLE_KEEP ? "kept" : x->fp8 ? "FP8" : "NVFP4";
+}
+
+static int cmp_tie(const void *a, const void *b, void *decisions)
+{
+    const decision *d = decisions;
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    int c = strcmp(d[x].tie, d[y].tie);
+    return c ? c : (x > y) - (x < y);
+}
+
+/* The members of fused unit run[0..n) (a q/k/v, a gate/up, MLA's q_a +
+ * kv_a, as the family's rules tie them) with their schemes, one line. */
+static int split_fail(const decision *d, const size_t *run, size_t n, ff_err *e)
+{
+    char list[700] = "";
+    size_t len = 0;
+    for (size_t k = 0; k < n && len < sizeof list; k++) {
+        const char *dot = strrchr(d[run[k]].module, '.');
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s %s", k ? ", " : "", dot ? dot + 1 : d[run[k]].module,
+                                scheme_name(&d[run[k]]));
+    }
+    const char *bar = strchr(d[run[0]].tie, '|');
+    return ff_fail(e, FF_EUSAGE, "--fp8/--ignore/--only split the fused unit %.*s (%s): %s; vLLM runs it as one "
+                   "layer with one scheme: match all its members or none", (int)(bar - d[run[0]].tie), d[run[0]].tie,
+                   bar + 1, list);
+}
+
+/* Every fused unit gets one scheme: vLLM fuses its members into one layer
+ * (QKVParallelLinear, MergedColumnParallelLinear) and reads one scheme for
+ * it, refusing a half-ignored one at load and serving a half-FP8 one with
+ * the wrong weights. Refused before any work. */
+static int check_ties(const decision *d, size_t n, ff_err *e)
+{
+    size_t *idx = malloc((n ? n : 1) * sizeof *idx), k = 0;
+    if (!idx)
+        return ff_oom(e, "out of memory while planning");
+    for (size_t i = 0; i < n; i++)
+        if (d[i].tie && !d[i].drop)
+            idx[k++] = i;
+    qsort_r(idx, k, sizeof *idx, cmp_tie, (void *)d);
+    int rc = FF_OK;
+    for (size_t a = 0, b; a < k && rc == FF_OK; a = b) {
+        int mixed = 0;
+        for (b = a + 1; b < k && strcmp(d[idx[a]].tie, d[idx[b]].tie) == 0; b++)
+            mixed |= strcmp(scheme_name(&d[idx[a]]), scheme_name(&d[idx[b]])) != 0;
+        if (mixed)
+            rc = split_fail(d, idx + a, b - a, e);
+    }
+    free(idx);
+    return rc;
+}
+
 static int decide(plan *p, const ckpt *c, const ff_matcher *am, const plan_opts *o,
-                  const regex_t *ign, const regex_t *only, decision *d, ff_err *e)
+                  const recipe_re *rr, decision *d, ff_err *e)
 {
     for (size_t i = 0; i < c->ntensors; i++) {
         const char *name = c->tensors[i].st->name;
         if (input_scale_weight(c, name))
             continue;
-        int rc = decide_one(p, c, am, o, ign, only, &c->tensors[i], &d[i], e);
+        int rc = decide_one(p, c, am, o, rr, &c->tensors[i], &d[i], e);
         if (rc)
             return rc;
     }
-    return decide_input_scales(p, c, am, o, ign, only, d, e);
+    int rc = decide_input_scales(p, c, am, o, rr, d, e);
+    return rc ? rc : check_ties(d, c->ntensors, e);
+}
+
+/* decide() under the user's regexes, compiled for it and freed after. */
+static int decide_recipe(plan *p, const ckpt *c, const ff_matcher *am, const plan_opts *o, decision *d, ff_err *e)
+{
+    recipe_re rr = {0};
+    int rc = compile_all(o->ignore_re, o->nignore, &rr.ign, &rr.nign, e);
+    if (!rc)
+        rc = compile_all(o->only_re, o->nonly, &rr.only, &rr.nonly, e);
+    if (!rc)
+        rc = compile_all(o->fp8_re, o->nfp8, &rr.fp8, &rr.nfp8, e);
+    if (!rc)
+        rc = decide(p, c, am, o, &rr, d, e);
+    free_all(rr.ign, rr.nign);
+    free_all(rr.only, rr.nonly);
+    free_all(rr.fp8, rr.nfp8);
+    return rc;
 }
 
 static int check_expert_shape(plan *p, const ckpt *c, const ckpt_tensor *t, ff_role role)
@@ -400,11 +534,11 @@ static int add_expert_member(plan *p, const ckpt_tensor *t, const decision *d, u
     ff_expert_module(mod, sizeof mod, t->st->name, (int64_t)ex, d->rule->expert_out[k]);
     if (!role_transposed(d->role)) {
         uint64_t rows = fused2 ? R / 2 : R;
-        return add_member(p, t, ex * R + k * rows, rows, C, strdup(mod), d->rule->group);
+        return add_member(p, t, ex * R + k * rows, rows, C, strdup(mod), d->rule->group, 0);
     }
     /* [E, in, out]: the Linear is columns [col0, col0 + rows) of expert ex's [in, out] block */
     uint64_t rows = fused2 ? C / 2 : C;
-    if (add_member(p, t, ex * R, rows, R, strdup(mod), d->rule->group))
+    if (add_member(p, t, ex * R, rows, R, strdup(mod), d->rule->group, 0))
         return -1;
     plan_member *m = &p->members[p->nmembers - 1];
     m->transposed = 1;
@@ -521,7 +655,7 @@ static int emit(plan *p, const ckpt *c, decision *d, ff_err *e)
         } else if (x->role != ROLE_LINEAR) {
             rc = emit_experts(p, c, t, x);
         } else {
-            plan_unit u = {.first = p->nmembers};
+            plan_unit u = {.first = p->nmembers, .fp8 = x->fp8};
             for (size_t j = i; j != SIZE_MAX && rc == 0; j = next[j]) {
                 const ckpt_tensor *m = &c->tensors[j];
                 if (m->st->dtype != t->st->dtype || m->st->shape[1] != t->st->shape[1]) {
@@ -530,7 +664,7 @@ static int emit(plan *p, const ckpt *c, decision *d, ff_err *e)
                     break;
                 }
                 rc = add_member(p, m, 0, (uint64_t)m->st->shape[0], (uint64_t)m->st->shape[1],
-                                output_module(&d[j]), d[j].rule->group);
+                                output_module(&d[j]), d[j].rule->group, d[j].fp8);
                 if (d[j].rule->guard == GUARD_ROUTER)
                     p->q_routers++;
                 else if (d[j].rule->role == ROLE_LINEAR && d[j].rule->expert)
@@ -657,27 +791,20 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
     ff_matcher am;
     if ((rc = ff_matcher_init(&am, p->fam, c->config, e)))
         return rc;
-    regex_t *ign = NULL, *only = NULL;
-    int nign = 0, nonly = 0;
     decision *d = calloc(c->ntensors ? c->ntensors : 1, sizeof *d);
     if (!d) {
         ff_matcher_free(&am);
         return ff_oom(e, "out of memory while planning");
     }
-    rc = compile_all(o->ignore_re, o->nignore, &ign, &nign, e);
-    if (!rc)
-        rc = compile_all(o->only_re, o->nonly, &only, &nonly, e);
-    if (!rc)
-        rc = decide(p, c, &am, o, ign, only, d, e);
+    rc = decide_recipe(p, c, &am, o, d, e);
     if (!rc)
         rc = emit(p, c, d, e);
     for (size_t i = 0; i < c->ntensors; i++) {
         free(d[i].module);
         free(d[i].fuse_key);
+        free(d[i].tie);
     }
     free(d);
-    free_all(ign, nign);
-    free_all(only, nonly);
     ff_matcher_free(&am);
     if (rc)
         return rc;
@@ -693,6 +820,8 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
     }
     if (p->fam->note)
         note(p->notes, &p->nnotes, "%s", p->fam->note);
+    if (o->nfp8 && !p->q_fp8)
+        note(p->notes, &p->nnotes, "--fp8 matched no Linear the recipe quantizes: every one is NVFP4");
     p->arch_class = strdup(p->expect.experts ? "moe" : "dense");
     if (!p->arch_class)
         return ff_oom(e, "out of memory while planning");

@@ -36,6 +36,13 @@ void plan_print(const plan *p, const ckpt *c, FILE *out)
             (long long)p->expect.dense_linears);
     fprintf(out, "  expert Linears quantized  %lld (config implies %lld)\n", (long long)p->q_experts,
             (long long)p->expect.expert_linears);
+    if (p->q_fp8) {   /* --fp8: printed only then, so a plain plan reads as it always has */
+        fprintf(out, "  FP8 weight-only (--fp8)   %lld Linears (", (long long)p->q_fp8);
+        for (int i = 0, k = 0; i < p->nfam; i++)
+            if (p->fam_stats[i].fp8)
+                fprintf(out, "%s%s %lld", k++ ? ", " : "", p->fam_stats[i].family, (long long)p->fam_stats[i].fp8);
+        fprintf(out, "), channel-wise; the other quantized ones NVFP4A16\n");
+    }
     fprintf(out, "  routers ignored           %lld, quantized %lld\n", (long long)p->kept_routers,
             (long long)p->q_routers);
     fprintf(out, "  ignore list               %zu modules\n", p->nignore);
@@ -61,6 +68,7 @@ json_t *plan_to_json(const plan *p, const ckpt *c)
         json_t *o = json_object();
         json_object_set_new(o, "family", json_string(f->family));
         json_object_set_new(o, "quantized", json_integer(f->quantized));
+        json_object_set_new(o, "fp8", json_integer(f->fp8));
         json_object_set_new(o, "kept", json_integer(f->kept));
         json_object_set_new(o, "kept_linears", json_integer(f->kept_linears));
         json_object_set_new(o, "bytes_in", json_integer((json_int_t)f->bytes_in));
@@ -71,6 +79,7 @@ json_t *plan_to_json(const plan *p, const ckpt *c)
     json_object_set_new(j, "quantized_dense", json_integer(p->q_dense));
     json_object_set_new(j, "expected_dense", json_integer(p->expect.dense_linears));
     json_object_set_new(j, "quantized_experts", json_integer(p->q_experts));
+    json_object_set_new(j, "quantized_fp8", json_integer(p->q_fp8));
     json_object_set_new(j, "expected_experts", json_integer(p->expect.expert_linears));
     json_object_set_new(j, "routers_ignored", json_integer(p->kept_routers));
     json_object_set_new(j, "routers_quantized", json_integer(p->q_routers));

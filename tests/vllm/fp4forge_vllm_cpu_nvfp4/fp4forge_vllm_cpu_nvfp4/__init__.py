@@ -17,13 +17,23 @@ It replaces only the last step, the matrix multiply, and only where vLLM refuses
   no-op, and the "kernel" it builds dequantizes w13/w2 with `dequantize_to_dtype` and hands
   them to vLLM's `UnquantizedFusedMoEMethod` (the CPU fused-MoE path of a bf16 checkpoint),
   which then replaces the layer's quant method.
+- FP8 weight-only (CompressedTensorsW8A16Fp8: a `naive-quantized` group with 8-bit float
+  weights and no input activations, as `fp4forge quantize --fp8` writes): vLLM's
+  `init_wfp8_a16_linear_kernel` raises "Failed to find a kernel that can implement the
+  ScaledMM linear layer" on CPU (its CPU kernel list is empty). We answer with a kernel whose
+  process_weights_after_loading takes the layer as vLLM's scheme left it (weight fp8,
+  transposed to (K, N); weight_scale float32 per output channel), multiplies back in float32
+  and rounds once to the model dtype (compressed-tensors' dequantization gives the same
+  bits: an e4m3 times a bf16 scale is exact in float32), and hands that to vLLM's
+  `UnquantizedLinearMethod`.
 Config parsing, ignore mapping, scheme choice, create_weights, name mappers, expert mapping,
 weight loaders and global-scale folding all stay vLLM's: this module calls vLLM, it copies
 none of it.
 
 FP4FORGE_VLLM_CPU_NVFP4 (read at each layer construction, so one process can also record
-the unpatched refusal): unset or 1 = both fallbacks, 0 = none, dense / moe = only that one.
-Layers it handled carry `fp4forge_test_dequantized` ("nvfp4-linear" / "nvfp4-moe")."""
+the unpatched refusal): unset or 1 = every fallback, 0 = none, dense / moe / fp8 = only that one.
+Layers it handled carry `fp4forge_test_dequantized` ("nvfp4-linear" / "nvfp4-moe" /
+"fp8-linear")."""
 import os
 
 _PATCHED = False
@@ -49,6 +59,7 @@ def register() -> None:
     _PATCHED = True
     _patch_dense()
     _patch_moe()
+    _patch_fp8()
 
 
 def _patch_dense() -> None:
@@ -222,3 +233,54 @@ def _patch_moe() -> None:
     moe_mod.convert_to_nvfp4_moe_kernel_format = convert_to_nvfp4_moe_kernel_format
     moe_mod.make_nvfp4_moe_quant_config = make_nvfp4_moe_quant_config
     moe_mod.make_nvfp4_moe_kernel = make_nvfp4_moe_kernel
+
+
+def _patch_fp8() -> None:
+    import torch
+
+    from vllm.logger import init_logger
+    from vllm.model_executor.layers.linear import UnquantizedLinearMethod
+    from vllm.model_executor.layers.quantization.compressed_tensors.schemes import (
+        compressed_tensors_w8a16_fp8 as scheme_mod,
+    )
+    from vllm.model_executor.utils import replace_parameter
+    from vllm.platforms import current_platform
+
+    logger = init_logger("vllm.plugins.fp4forge_cpu_nvfp4")
+    vllm_init = scheme_mod.init_wfp8_a16_linear_kernel
+
+    class Fp4forgeTestCpuDequantFp8Kernel:
+        """FP8 weight-only on CPU: dequantize once, then vLLM's bf16 linear. TEST ONLY.
+        Stands where vLLM's FP8ScaledMMLinearKernel would: the scheme reads `config`, calls
+        process_weights_after_loading and apply_weights."""
+
+        def __init__(self, config) -> None:
+            self.config = config
+            self.bf16 = UnquantizedLinearMethod()
+
+        def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
+            dtype = getattr(layer, "orig_dtype", None) or torch.get_default_dtype()
+            # the scheme transposed weight to (K, N); weight_scale is [N, 1] (channel)
+            w = layer.weight.data.t().float() * layer.weight_scale.data.float().reshape(-1, 1)
+            replace_parameter(layer, "weight", w.to(dtype).contiguous())
+            self.bf16.process_weights_after_loading(layer)
+            layer.fp4forge_test_dequantized = "fp8-linear"  # for the test to count
+
+        def apply_weights(self, layer, x, bias=None):
+            return self.bf16.apply(layer, x, bias)
+
+    def init_wfp8_a16_linear_kernel(*args, **kwargs):
+        try:
+            return vllm_init(*args, **kwargs)
+        except ValueError as e:
+            if not (enabled("fp8") and current_platform.is_cpu()):
+                raise
+            _say_once(logger, "fp8",
+                      "fp4forge TEST plugin: vLLM refused FP8 weight-only linear on CPU (%s); "
+                      "dequantizing to the model dtype + vLLM's bf16 linear instead",
+                      str(e).splitlines()[0])
+            from vllm.model_executor.kernels.linear.scaled_mm import FP8ScaledMMLinearLayerConfig
+            names = ("weight_quant_key", "activation_quant_key", "weight_shape", "input_dtype", "out_dtype")
+            return Fp4forgeTestCpuDequantFp8Kernel(FP8ScaledMMLinearLayerConfig(**{k: kwargs[k] for k in names}))
+
+    scheme_mod.init_wfp8_a16_linear_kernel = init_wfp8_a16_linear_kernel

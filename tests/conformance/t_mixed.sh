@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Conformance (issue 40, item 1): mixed output chosen by the user, `quantize --fp8 self_attn
+# --ignore <one down_proj> --allow-partial` (attention FP8 weight-only channel-wise, the MLP
+# NVFP4A16, one down_proj bf16), on a tiny random Llama (make_tiny_llama.py) and on the real
+# tiny Gemma-4 dense fixture (attention_k_eq_v: its full layers have no v_proj), and the tiny
+# Llama with every quantized Linear FP8 (one config group, format naive-quantized) and, with edge
+# rows crafted into its attention weights, in bfloat16, float16 and float32 (t_mixed.py craft; the
+# FP8 scale is written in the weight's dtype), judged by:
+# - t_mixed.py llmc + compare: llm-compressor 0.14's data-free oneshot with the same two config
+#   groups (NVFP4A16 on Linear, FP8 on fp4forge's targets, which must resolve to the Linears the
+#   regex names): every tensor byte-identical, quantization_config equal (ignore as a set);
+# - --threads 1 vs 2 byte identity;
+# - hf_load_kl.py: transformers + compressed-tensors load it with no warning and no missing key,
+#   logits equal to llm-compressor's output's, KL vs bf16 under the NVFP4 thresholds;
+# - vllm_mixed.py: vLLM 0.32's CPU loader (fp4forge's TEST plugin, tests/vllm, now also
+#   standing in for the FP8 weight-only GEMM vLLM's CPU build lacks) on vllm_make_models.py's
+#   Llama and Gemma-4 dense (head sizes vLLM's CPU attention takes): vLLM picks
+#   CompressedTensorsW8A16Fp8 and W4A4Fp4(a16) per group, logprobs equal to vLLM on the copy
+#   compressed-tensors' decompressors make (t_mixed.py dequant); unpatched, vLLM CPU refuses.
+# FP4FORGE_VLLM_SKIP=1 skips the vLLM part. VPY: the vLLM venv's python.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/conformance/conf_lib.sh
+VPY=${VPY:-/var/tmp/fp4forge-vllm-venv/bin/python}
+D=$WORK/mixed; rm -rf "$D"; mkdir -p "$D"
+[ -x "$FF" ] || { echo "FAIL mixed_ff_binary (no $FF; run make)"; exit 1; }
+FP8_RE='self_attn'
+
+# mixed NAME SRC FP8_RE IGNORE_RE KL_MAX [causal_lm.py]: fp4forge, threads, llm-compressor, HF load
+# (KL_MAX "-": no HF load, for a crafted source that has no reference logits)
+mixed() {
+    local name=$1 src=$2 fp8=$3 ign=$4 kl=$5; shift 5
+    local out="$D/$name/ff" args=(--fp8 "$fp8" --ignore "$ign" --allow-partial --no-doctor)
+    if ! "$FF" quantize "$src" "$out" --threads 2 "${args[@]}" > "$out.log" 2>&1; then
+        echo "FAIL ${name}_ff_quantize ($(tail -1 "$out.log"))"; rc=1; return
+    fi
+    echo "PASS ${name}_ff_quantize ($(grep -m1 quantized "$out.log" | sed 's/^ *//'); $(grep -m1 "^  fp8 " "$out.log" | sed "s/^ *//"))"
+    "$FF" quantize "$src" "$out.t1" --threads 1 "${args[@]}" > "$out.t1.log" 2>&1
+    local bad; bad=$(bash tests/same_output.sh "$out" "$out.t1")
+    if [ -z "$bad" ]; then echo "PASS ${name}_threads_1_vs_2_identical ($(ls "$out" | wc -l) files)"
+    else echo "FAIL ${name}_threads_1_vs_2_identical (differ:$bad)"; rc=1; fi
+    pyrun ${name}_llmc_quantize "$D/$name" "$@" $CONF/t_mixed.py llmc $name "$src" "$D/$name/llmc" "$fp8" "$ign" "$out"
+    if [ -f "$D/$name/llmc/model.safetensors" ]; then
+        pyrun ${name}_compare "$D/$name" $CONF/t_mixed.py compare $name "$out" "$D/$name/llmc"
+    else echo "FAIL ${name}_llmc_quantize ($(tail -1 "$D/$name/${name}_llmc_quantize.err" | cut -c1-200))"; rc=1; fi
+    [ "$kl" = - ] && return
+    pyrun ${name}_hf "$D/$name" "$@" $CONF/hf_load_kl.py ${name}_hf "$out" "$src/ref_logits.pt" $kl --bf16 "$src" \
+        --peer "$D/$name/llmc"
+}
+
+mkdir -p "$D/llama"
+pyrun llama_make "$D/llama" $CONF/make_tiny_llama.py llama "$D/llama/src" > /dev/null
+# KL thresholds as t_llama.sh / t_core.sh set them for all-NVFP4A16
+if [ -f "$D/llama/src/model.safetensors" ]; then
+    mixed llama "$D/llama/src" "$FP8_RE" 'layers\.1\.mlp\.down_proj' 0.002 $CONF/causal_lm.py
+    # every quantized Linear FP8: one group, global format naive-quantized
+    mkdir -p "$D/llama_fp8_only"
+    mixed llama_fp8_only "$D/llama/src" 'self_attn|mlp' 'layers\.1\.mlp\.down_proj' 0.002 $CONF/causal_lm.py
+    # the edge rows (all-zero row: eps scale; -0.0 and tiny values; rows x 1e-6, x 1e4) in each
+    # dtype the scale is written in
+    for dt in bfloat16 float16 float32; do
+        mkdir -p "$D/llama_edge_$dt"
+        pyrun llama_edge_${dt}_craft "$D/llama_edge_$dt" $CONF/t_mixed.py craft "$D/llama/src" "$D/llama_edge_$dt/src" $dt
+        mixed llama_edge_$dt "$D/llama_edge_$dt/src" "$FP8_RE" 'layers\.1\.mlp\.down_proj' - $CONF/causal_lm.py
+    done
+fi
+if [ -f "$FIX/gemma4-tiny-dense.tar.gz" ]; then
+    mkdir -p "$D/gemma4_dense" && unpack gemma4-tiny-dense "$D/gemma4_dense/src" \
+        && mixed gemma4_dense "$D/gemma4_dense/src" "$FP8_RE" 'layers\.3\.mlp\.down_proj' 0.01
+else echo "SKIP gemma4_dense (no fixture $FIX/gemma4-tiny-dense.tar.gz)"; fi
+
+if [ "${FP4FORGE_VLLM_SKIP:-0}" = 1 ] || [ ! -x "$VPY" ]; then
+    echo "SKIP mixed_vllm (FP4FORGE_VLLM_SKIP or no vLLM venv at $VPY)"; exit $rc
+fi
+V=$D/vllm; mkdir -p "$V"
+if ! bash tests/vllm/install_plugin.sh "$(dirname "$(dirname "$VPY")")" > "$V/plugin.log" 2>&1; then
+    echo "FAIL mixed_vllm_plugin_install ($(tail -2 "$V/plugin.log" | tr '\n' ' '))"; exit 1
+fi
+pyrun vmake "$V" $CONF/t_mixed.py vmake "$FIX" "$V"
+for m in llama gemma4_dense; do
+    if ! "$FF" quantize "$V/$m/bf16" "$V/$m/q" --fp8 "$FP8_RE" --ignore 'layers\.1\.mlp\.down_proj' --allow-partial \
+        --no-doctor --quiet > "$V/$m.log" 2>&1; then
+        echo "FAIL vllm_${m}_ff_quantize ($(tail -1 "$V/$m.log"))"; rc=1; continue
+    fi
+    pyrun vllm_${m}_dequant "$V" $CONF/t_mixed.py dequant "$V/$m/q" "$V/$m/bf16" "$V/$m/dq"
+done
+out=$(timeout 900 "$VPY" $CONF/vllm_mixed.py "$V" llama gemma4_dense 2> "$V/vllm_mixed.err"); st=$?
+[ -n "$out" ] && echo "$out"
+if [ $st -ne 0 ]; then
+    rc=1; grep -q '^FAIL ' <<< "$out" || echo "FAIL vllm_mixed_crashed (exit $st; $(tail -1 "$V/vllm_mixed.err" | cut -c1-200))"
+fi
+exit $rc
