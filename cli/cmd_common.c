@@ -6,9 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
-#include "fsutil.h"
 
 void recipe_from_cli(const cli_args *a, recipe_args *r)
 {
@@ -31,13 +29,6 @@ void recipe_from_cli(const cli_args *a, recipe_args *r)
     r->opts.nfp8 = n;
     r->opts.allow_router = cli_flag(a, "--allow-router-quantization");
     r->opts.allow_partial = cli_flag(a, "--allow-partial");
-}
-
-uint64_t peak_rss_bytes(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (uint64_t)ru.ru_maxrss * 1024;
 }
 
 /* Which arguments of each command name a checkpoint folder to read: bit i
@@ -140,10 +131,7 @@ static int refuse_cache_write(const input_rule *rule, const cli_args *a, const h
  * one written into a snapshot's repo folder changes the cache. */
 static int report_outside(const input_rule *rule, const char *report, const char *dir, ff_err *e)
 {
-    char *repo = hfcache_snapshot_repo(dir);
-    int inside = fs_writes_inside(report, dir) || (repo && fs_writes_inside(report, repo));
-    free(repo);
-    if (!inside)
+    if (!hfcache_writes_into_input(report, dir))
         return FF_OK;
     return ff_fail(e, FF_EUSAGE, "%s %s: inside %s, a checkpoint folder %s reads; write the report somewhere else",
                    rule->report_opt, report, dir, rule->cmd);

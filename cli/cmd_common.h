@@ -25,8 +25,6 @@ void recipe_from_cli(const cli_args *a, recipe_args *r);
 /* Prints the plan of dir (as `fp4forge plan`; JSON with json) and returns
  * its status: plan and quantize --dry-run share it. */
 int plan_and_print(const char *dir, const recipe_args *r, int json, ff_err *e);
-/* A built (or refused) plan as plan prints it, text or JSON, on stdout. */
-void print_plan(const plan *p, const ckpt *c, int json);
 /* Checkpoint inputs given as Hugging Face cache names, resolved once for
  * every command (cli_resolve_inputs); owns the resolved paths. */
 typedef struct cli_inputs {
@@ -46,7 +44,5 @@ void cli_inputs_free(cli_inputs *in);
 
 /* Writes a report page (verify --html, diff --html) to PATH with WRITER. */
 int cmd_write_page(const char *path, int (*writer)(const json_t *, FILE *), const json_t *r, ff_err *e);
-/* Peak resident memory of this process so far, in bytes. */
-uint64_t peak_rss_bytes(void);
 
 #endif

@@ -8,7 +8,6 @@
 
 #include "cmd_common.h"
 #include "commands.h"
-#include "fsutil.h"
 #include "merge.h"
 
 static const cli_opt options[] = {
@@ -47,18 +46,7 @@ static int parse(const cli_args *a, merge_opts *j, ff_err *e)
     if (sc && strcmp(sc, "legacy") && strcmp(sc, "per-layer"))
         return ff_fail(e, FF_EUSAGE, "--schema must be legacy or per-layer, not \"%s\"", sc);
     j->schema = !sc ? DOCTOR_SCHEMA_KEEP : !strcmp(sc, "legacy") ? DOCTOR_SCHEMA_LEGACY : DOCTOR_SCHEMA_PER_LAYER;
-    int rc = cli_shard_size(a, &j->shard_size, e);
-    if (rc)
-        return rc;
-    if (j->chat_template && !fs_exists(j->chat_template))
-        return ff_fail(e, FF_EUSAGE, "--chat-template: %s does not exist", j->chat_template);
-    /* a FIFO is refused now, not once the shards are written */
-    int fd = j->chat_template ? fs_open_regular(j->chat_template, e) : -1;
-    if (j->chat_template && fd < 0)
-        return e->code;
-    if (fd >= 0)
-        close(fd);
-    return FF_OK;
+    return cli_shard_size(a, &j->shard_size, e);
 }
 
 int cmd_merge(const cli_args *args)

@@ -4,7 +4,6 @@
 
 #include "cmd_common.h"
 #include "commands.h"
-#include "jsonio.h"
 
 static const cli_opt options[] = {
     {"--json", NULL, "print the plan as JSON"},
@@ -21,19 +20,6 @@ const cli_spec plan_spec = {
     options, 1, 1, NULL,
 };
 
-void print_plan(const plan *p, const ckpt *c, int json)
-{
-    if (json) {
-        json_t *j = plan_to_json(p, c);
-        char *s = json_dumps(j, JSON_INDENT(2));
-        printf("%s\n", s);
-        free(s);
-        json_decref(j);
-    } else {
-        plan_print(p, c, stdout);
-    }
-}
-
 int plan_and_print(const char *dir, const recipe_args *r, int json, ff_err *e)
 {
     ckpt c;
@@ -45,7 +31,7 @@ int plan_and_print(const char *dir, const recipe_args *r, int json, ff_err *e)
     }
     rc = plan_build(&p, &c, &r->opts, e);
     if (rc == FF_OK || rc == FF_EPLAN)
-        print_plan(&p, &c, json);
+        plan_show(&p, &c, json, stdout);
     plan_free(&p);
     ckpt_close(&c);
     return rc;

@@ -49,6 +49,10 @@ int hfcache_contains(const char *path, const hf_env *env);
  * with REPO holding snapshots/ and blobs/: REPO's real path (malloc'd), the
  * folder its files may link into (../../blobs/). NULL otherwise. */
 char *hfcache_snapshot_repo(const char *dir);
+/* Would writing path touch checkpoint folder dir, or the cache repo dir is a
+ * snapshot of (a report written there replaces weights or changes the
+ * cache)? Real paths; path need not exist yet. */
+int hfcache_writes_into_input(const char *path, const char *dir);
 void hf_ref_free(hf_ref *r);
 
 #endif

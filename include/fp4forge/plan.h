@@ -120,5 +120,7 @@ const uint8_t *plan_member_rows(const plan_member *m, const uint8_t *base, void 
 void plan_member_span(const plan_member *m, uint64_t *lo, uint64_t *hi);
 void plan_print(const plan *p, const ckpt *c, FILE *out);
 json_t *plan_to_json(const plan *p, const ckpt *c);
+/* The plan as `fp4forge plan` prints it: text, or JSON with json. */
+void plan_show(const plan *p, const ckpt *c, int json, FILE *out);
 
 #endif

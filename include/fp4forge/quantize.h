@@ -4,6 +4,8 @@
 #ifndef FF_QUANTIZE_H
 #define FF_QUANTIZE_H
 
+#include <stdio.h>
+
 #include "checkpoint.h"
 #include "plan.h"
 
@@ -57,5 +59,34 @@ int quantize_run(const ckpt *c, const plan *p, const char *out_dir, const quant_
  * a LoRA source on an FP8 checkpoint, OUT the input or existing without
  * force), and nothing written: a dry run. out_dir may be NULL. */
 int quantize_check(const ckpt *c, const plan *p, const char *out_dir, const quant_opts *o, ff_err *e);
+
+/* The whole job, in the spirit of llama.cpp's llama_model_quantize(in, out,
+ * &params): start from quantize_request_default() and set what differs. */
+typedef struct quantize_request {
+    quant_opts run;           /* threads, shard size, kernel, progress, force, MXFP4 route
+                                 (input_dir, source, observer and card are set inside) */
+    plan_opts recipe;         /* --ignore / --only / --fp8 and their allowances */
+    const char *observer;     /* a weight observer's name (minmax, mse, expanded-mse or
+                                 llm-compressor's); NULL: min/max */
+    int doctor;               /* doctor's checks first (default 1): a finding refuses, FF_EDOCTOR */
+    int fix;                  /* repair what doctor finds, in a shadow copy (never the input) */
+    const char *aux_from;     /* with fix: missing processor files copied from here */
+    const char *shadow_base;  /* where fix stages its shadow; NULL: beside OUT (a temp folder without OUT) */
+    const char *lora;         /* a PEFT adapter merged in the same pass, or NULL */
+    int lora_allow_ignored;
+    const char *cache_name;   /* the Hugging Face cache name the input was given as, or NULL */
+    const char *base_model;   /* the card's base_model (NULL: cache_name, else config's _name_or_path) */
+    const char *hub_id;       /* the repo the output will be uploaded as, or NULL */
+    int dry_run;              /* every check of the real run, the plan printed; nothing written */
+    int json;                 /* the plan (dry run) or the summary as JSON */
+    FILE *report;             /* the plan or the summary; NULL: nothing printed */
+    FILE *findings;           /* doctor's findings; NULL: stderr */
+} quantize_request;
+
+void quantize_request_default(quantize_request *r);
+/* The refusals that need no input (an unknown observer, --fp8 with a search). */
+int quantize_request_check(const quantize_request *r, ff_err *e);
+/* in to out (out may be NULL for a dry run); the exit-code classes of ff_err. */
+int quantize_checkpoint(const char *in, const char *out, const quantize_request *r, ff_err *e);
 
 #endif

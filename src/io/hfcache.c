@@ -337,3 +337,11 @@ void hf_ref_free(hf_ref *r)
     free(r->dir);
     memset(r, 0, sizeof *r);
 }
+
+int hfcache_writes_into_input(const char *path, const char *dir)
+{
+    char *repo = hfcache_snapshot_repo(dir);
+    int inside = fs_writes_inside(path, dir) || (repo && fs_writes_inside(path, repo));
+    free(repo);
+    return inside;
+}

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpoint.h"
 #include "fsutil.h"
@@ -91,13 +92,31 @@ static int finish_folder(const merge_opts *j, const char *dir, ff_err *e)
     return rc;
 }
 
+/* --chat-template names a regular file: a FIFO is refused now, not once the
+ * shards are written. */
+static int check_chat_template(const char *path, ff_err *e)
+{
+    if (!path)
+        return FF_OK;
+    if (!fs_exists(path))
+        return ff_fail(e, FF_EUSAGE, "--chat-template: %s does not exist", path);
+    int fd = fs_open_regular(path, e);
+    if (fd < 0)
+        return e->code;
+    close(fd);
+    return FF_OK;
+}
+
 int merge_run(const merge_opts *j, FILE *report, ff_err *e)
 {
     ckpt c;
     plan p = {0};
     plan_opts po = {0};
     lora_adapter l;
-    int rc = ckpt_open(&c, j->base_dir, 1, e);
+    int rc = check_chat_template(j->chat_template, e);
+    if (rc)
+        return rc;
+    rc = ckpt_open(&c, j->base_dir, 1, e);
     if (rc)
         return rc;
     rc = plan_build(&p, &c, &po, e);

@@ -1,4 +1,5 @@
 /* Printing a plan: the human table and the JSON a deploy script reads. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "jsonio.h"
@@ -96,4 +97,17 @@ json_t *plan_to_json(const plan *p, const ckpt *c)
     json_object_set_new(j, "violations", viol);
     json_object_set_new(j, "ok", json_boolean(p->nviolations == 0));
     return j;
+}
+
+void plan_show(const plan *p, const ckpt *c, int json, FILE *out)
+{
+    if (!json) {
+        plan_print(p, c, out);
+        return;
+    }
+    json_t *j = plan_to_json(p, c);
+    char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+    fprintf(out, "%s\n", s ? s : "{}");
+    free(s);
+    json_decref(j);
 }
