@@ -81,13 +81,18 @@ static void print_bash(FILE *out)
                  "        return 0\n"
                  "    fi\n"
                  "    case \"${COMP_WORDS[1]} $prev\" in\n");
-    for (const ff_command *c = ff_commands; c->spec; c++)
-        bash_choices(out, c->spec);
+    for (const ff_command *c = ff_commands; c->spec; c++) {
+        cli_spec merged;
+        cli_opt opts[FF_MAX_OPTS];
+        bash_choices(out, ff_command_spec(c, &merged, opts, FF_MAX_OPTS));
+    }
     fprintf(out, "    esac\n"
                  "    case ${COMP_WORDS[1]} in\n");
     for (const ff_command *c = ff_commands; c->spec; c++) {
+        cli_spec merged;
+        cli_opt opts[FF_MAX_OPTS];
         fprintf(out, "        %s) opts=\"", c->spec->cmd);
-        bash_options(out, c->spec);
+        bash_options(out, ff_command_spec(c, &merged, opts, FF_MAX_OPTS));
         fprintf(out, "\";;\n");
     }
     /* Anything else (an option's value, a folder) is left to -o default:
@@ -177,8 +182,11 @@ static void print_zsh(FILE *out)
                  "    shift words\n"
                  "    (( CURRENT-- ))\n"
                  "    case $cmd in\n");
-    for (const ff_command *c = ff_commands; c->spec; c++)
-        zsh_command(out, c->spec);
+    for (const ff_command *c = ff_commands; c->spec; c++) {
+        cli_spec merged;
+        cli_opt opts[FF_MAX_OPTS];
+        zsh_command(out, ff_command_spec(c, &merged, opts, FF_MAX_OPTS));
+    }
     fprintf(out, "    esac\n"
                  "}\n"
                  "if [ \"$funcstack[1]\" = \"_fp4forge\" ]; then\n"

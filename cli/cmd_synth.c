@@ -10,28 +10,11 @@
 #include "commands.h"
 #include "synth.h"
 
+/* The flags every preset takes; the geometry flags are the families' knobs
+ * (synth_knob_opts), which the command table splices in after --size. */
 static const cli_opt options[] = {
     {"--arch", "ARCH", "a preset (listed below; default: the first)"},
     {"--size", "tiny|real", "tiny (default, 5-50 MB by preset) or real (the published model's geometry)"},
-    {"--layers", "N", "decoder layers"},
-    {"--hidden", "H", "hidden size"},
-    {"--intermediate", "I", "dense MLP width"},
-    {"--heads", "N", "attention heads"},
-    {"--kv-heads", "N", "KV heads on sliding layers"},
-    {"--head-dim", "D", "head dim on sliding layers"},
-    {"--global-head-dim", "D", "head dim on full-attention layers"},
-    {"--global-kv-heads", "N", "KV heads on full-attention layers whose V is K"},
-    {"--full-every", "N", "every Nth layer is full attention (default 6)"},
-    {"--no-k-eq-v", NULL, "full-attention layers get their own v_proj"},
-    {"--vocab", "V", "vocabulary size"},
-    {"--experts", "E", "experts per layer (MoE presets)"},
-    {"--moe-intermediate", "I", "expert MLP width (MoE presets)"},
-    {"--top-k", "K", "experts per token (MoE presets)"},
-    {"--ple", "N", "per-layer embedding width (0 = none, the default)"},
-    {"--vision-layers", "N", "vision tower layers (0 = no vision tower)"},
-    {"--vision-hidden", "H", "vision hidden size"},
-    {"--vision-intermediate", "I", "vision MLP width"},
-    {"--schema", "per-layer|legacy", "per-layer (default, transformers >= 5.15) or legacy (the older config schema)"},
     {"--seed", "S", "weight seed (default 1)"},
     {"--shard-size", "SIZE", "target shard size (default 5GB)"},
     {"--threads", "N", "threads filling weights (the bytes do not depend on it)"},
@@ -40,6 +23,22 @@ static const cli_opt options[] = {
     {"--force", NULL, "replace OUT_DIR if it exists"},
     {NULL, NULL, NULL},
 };
+
+/* Every family's knobs, each flag once, in family-table order: the
+ * command table splices them in after --size. */
+size_t synth_knob_opts(cli_opt *buf, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; ff_families[i]; i++)
+        for (const ff_synth_knob *k = ff_families[i]->synth_knobs; k && k->flag; k++) {
+            size_t j = 0;
+            while (j < n && strcmp(buf[j].name, k->flag) != 0)
+                j++;
+            if (j == n && n < cap)
+                buf[n++] = (cli_opt){k->flag, k->arg, k->help};
+        }
+    return n;
+}
 
 /* The presets, from the family table: adding a family adds its lines here. */
 static void presets_help(FILE *out)
@@ -58,42 +57,94 @@ const cli_spec synth_spec = {
     options, 1, 1, presets_help,
 };
 
-/* Flag -> field table, so every geometry flag is parsed the same way. */
-#define INT_FIELD(flag, field) {flag, offsetof(synth_geom, field), sizeof(((synth_geom *)0)->field)}
-static const struct { const char *flag; size_t off, size; } k_fields[] = {
-    INT_FIELD("--layers", layers), INT_FIELD("--hidden", hidden), INT_FIELD("--intermediate", intermediate),
-    INT_FIELD("--heads", heads), INT_FIELD("--kv-heads", kv_heads), INT_FIELD("--head-dim", head_dim),
-    INT_FIELD("--global-head-dim", global_head_dim), INT_FIELD("--global-kv-heads", global_kv_heads),
-    INT_FIELD("--full-every", full_every), INT_FIELD("--vocab", vocab), INT_FIELD("--experts", experts),
-    INT_FIELD("--moe-intermediate", moe_intermediate), INT_FIELD("--top-k", top_k), INT_FIELD("--ple", ple),
-    INT_FIELD("--vision-layers", vision_layers), INT_FIELD("--vision-hidden", vision_hidden),
-    INT_FIELD("--vision-intermediate", vision_intermediate), INT_FIELD("--seed", seed),
-};
-
-static int apply_flags(const cli_args *a, synth_geom *g, ff_err *e)
+/* A choice knob's value: its index in arg ("a|b|c"), or -1. */
+static long long choice_index(const char *arg, const char *v)
 {
-    for (size_t i = 0; i < sizeof k_fields / sizeof *k_fields; i++) {
-        long long v = -1;
+    size_t n = strlen(v);
+    const char *p = arg;
+    for (long long i = 0;; i++) {
+        if (strncmp(p, v, n) == 0 && (p[n] == '|' || p[n] == 0))
+            return i;
+        if (!(p = strchr(p, '|')))
+            return -1;
+        p++;
+    }
+}
+
+/* "a or b" for a choice knob's message, from its arg "a|b". */
+static void choice_words(const char *arg, char *buf, size_t n)
+{
+    size_t len = 0;
+    for (const char *p = arg; *p && len + 5 < n; p++) {
+        if (*p == '|') {
+            memcpy(buf + len, " or ", 4);
+            len += 4;
+        } else {
+            buf[len++] = *p;
+        }
+    }
+    buf[len] = 0;
+}
+
+/* One knob from the command line, when given. */
+static int apply_knob(const cli_args *a, const ff_synth_knob *k, synth_geom *g, ff_err *e)
+{
+    long long v = -1;
+    if (k->kind == FF_KNOB_CLEAR) {
+        if (cli_flag(a, k->flag))
+            synth_knob_set(k, g, 0);
+        return FF_OK;
+    }
+    if (k->kind == FF_KNOB_CHOICE) {
+        const char *s = cli_get(a, k->flag);
+        if (s && (v = choice_index(k->arg, s)) < 0) {
+            char words[128];
+            choice_words(k->arg, words, sizeof words);
+            return ff_fail(e, FF_EUSAGE, "%s is %s, not %s", k->flag, words, s);
+        }
+    } else {
         /* geometry fits an int (or int64 for widths); the family checks sense */
-        long long hi = k_fields[i].size == sizeof(int) ? (1ll << 30) : (1ll << 40);
-        int rc = cli_int(a, k_fields[i].flag, 0, hi, &v, e);
+        int rc = cli_int(a, k->flag, 0, k->kind == FF_KNOB_INT ? (1ll << 30) : (1ll << 40), &v, e);
         if (rc)
             return rc;
-        if (v < 0)
-            continue;
-        char *p = (char *)g + k_fields[i].off;
-        if (k_fields[i].size == sizeof(int))
-            *(int *)p = (int)v;
-        else
-            *(int64_t *)p = v;
     }
-    if (cli_flag(a, "--no-k-eq-v"))
-        g->k_is_v = 0;
-    const char *schema = cli_get(a, "--schema");
-    if (schema && strcmp(schema, "legacy") && strcmp(schema, "per-layer"))
-        return ff_fail(e, FF_EUSAGE, "--schema is per-layer or legacy, not %s", schema);
-    g->legacy_schema = schema && strcmp(schema, "legacy") == 0;
+    if (v >= 0)
+        synth_knob_set(k, g, v);
     return FF_OK;
+}
+
+static int is_numeric(const ff_synth_knob *k) { return k->kind == FF_KNOB_INT || k->kind == FF_KNOB_INT64; }
+
+/* Applies the knobs of one kind (numbers, or switches and choices). */
+static int apply_knobs(const cli_args *a, const ff_family *fam, int numeric, synth_geom *g, ff_err *e)
+{
+    for (const ff_synth_knob *k = fam->synth_knobs; k && k->flag; k++) {
+        int rc = is_numeric(k) == numeric ? apply_knob(a, k, g, e) : FF_OK;
+        if (rc)
+            return rc;
+    }
+    return FF_OK;
+}
+
+/* The flags on the preset's geometry. A knob its family does not take is
+ * refused rather than silently ignored. Numbers, then the seed, then
+ * switches and choices: the order a bad value is reported in. */
+static int apply_flags(const cli_args *a, const ff_family *fam, const char *arch, synth_geom *g, ff_err *e)
+{
+    cli_opt knobs[FF_MAX_OPTS];
+    size_t n = synth_knob_opts(knobs, FF_MAX_OPTS);
+    for (int i = 0; i < a->nval; i++)
+        for (size_t j = 0; j < n; j++)
+            if (strcmp(a->name[i], knobs[j].name) == 0 && !synth_knob_find(fam, a->name[i]))
+                return ff_fail(e, FF_EUSAGE, "%s does not apply to --arch %s (its family has no such knob)",
+                               a->name[i], arch);
+    long long seed = -1;
+    int rc = apply_knobs(a, fam, 1, g, e);
+    if (!rc)
+        rc = cli_int(a, "--seed", 0, 1ll << 40, &seed, e);
+    if (!rc && seed >= 0)
+        g->seed = (uint64_t)seed;
+    return rc ? rc : apply_knobs(a, fam, 0, g, e);
 }
 
 int cmd_synth(const cli_args *args)
@@ -106,7 +157,7 @@ int cmd_synth(const cli_args *args)
     const ff_family *fam;
     if (synth_preset(arch, size, &g, &fam, &e))
         return cmd_report("synth", &e);
-    if (apply_flags(&a, &g, &e))
+    if (apply_flags(&a, fam, arch, &g, &e))
         return cmd_report("synth", &e);
     synth_opts so = {.force = cli_flag(&a, "--force"), .sparse = cli_flag(&a, "--sparse")};
     const char *source = cli_get(&a, "--source") ? cli_get(&a, "--source") : "bf16";

@@ -10,21 +10,39 @@
 #include "writer.h"
 
 const ff_command ff_commands[] = {
-    {&synth_spec, cmd_synth, "write a synthetic bf16 checkpoint with a family's real names and geometry", 0},
-    {&plan_spec, cmd_plan, "print what quantize would do (headers only) and check its invariants", -1},
-    {&quantize_spec, cmd_quantize, "bf16 checkpoint -> NVFP4A16 (compressed-tensors nvfp4-pack-quantized)", 1},
-    {&dequantize_spec, cmd_dequantize, "NVFP4 checkpoint -> bf16 checkpoint, exactly as compressed-tensors decompresses", 1},
-    {&inspect_spec, cmd_inspect, "tensor table by family, shards, architecture class, quantization_config", -1},
-    {&verify_spec, cmd_verify, "check a quantized output (decode, scales, ignore list, aux files; --against SRC)", -1},
-    {&diff_spec, cmd_diff, "compare two checkpoints family by family (refuses mismatched classes)", -1},
-    {&doctor_spec, cmd_doctor, "find (and --fix) config drift, missing aux files, tokenizer truncation", -1},
-    {&merge_spec, cmd_merge, "merge a PEFT LoRA adapter into a bf16 checkpoint", 2},
-    {&fit_spec, cmd_fit, "will this checkpoint serve on this GPU at this context?", -1},
-    {&probe_spec, cmd_probe, "gate a served OpenAI-compatible endpoint (NaN logprobs, empty output)", -1},
-    {&repair_scales_spec, cmd_repair_scales, "one global scale per fused group of an NVFP4 checkpoint (re-express or --against SRC)", 1},
-    {&completion_spec, cmd_completion, "print a bash or zsh completion script (from these option tables)", -1},
-    {NULL, NULL, NULL, -1},
+    {&synth_spec, cmd_synth, "write a synthetic bf16 checkpoint with a family's real names and geometry", 0,
+     synth_knob_opts, 2},
+    {&plan_spec, cmd_plan, "print what quantize would do (headers only) and check its invariants", -1, NULL, 0},
+    {&quantize_spec, cmd_quantize, "bf16 checkpoint -> NVFP4A16 (compressed-tensors nvfp4-pack-quantized)", 1, NULL, 0},
+    {&dequantize_spec, cmd_dequantize, "NVFP4 checkpoint -> bf16 checkpoint, exactly as compressed-tensors decompresses", 1, NULL, 0},
+    {&inspect_spec, cmd_inspect, "tensor table by family, shards, architecture class, quantization_config", -1, NULL, 0},
+    {&verify_spec, cmd_verify, "check a quantized output (decode, scales, ignore list, aux files; --against SRC)", -1, NULL, 0},
+    {&diff_spec, cmd_diff, "compare two checkpoints family by family (refuses mismatched classes)", -1, NULL, 0},
+    {&doctor_spec, cmd_doctor, "find (and --fix) config drift, missing aux files, tokenizer truncation", -1, NULL, 0},
+    {&merge_spec, cmd_merge, "merge a PEFT LoRA adapter into a bf16 checkpoint", 2, NULL, 0},
+    {&fit_spec, cmd_fit, "will this checkpoint serve on this GPU at this context?", -1, NULL, 0},
+    {&probe_spec, cmd_probe, "gate a served OpenAI-compatible endpoint (NaN logprobs, empty output)", -1, NULL, 0},
+    {&repair_scales_spec, cmd_repair_scales, "one global scale per fused group of an NVFP4 checkpoint (re-express or --against SRC)", 1, NULL, 0},
+    {&completion_spec, cmd_completion, "print a bash or zsh completion script (from these option tables)", -1, NULL, 0},
+    {NULL, NULL, NULL, -1, NULL, 0},
 };
+
+const cli_spec *ff_command_spec(const ff_command *c, cli_spec *tmp, cli_opt *buf, size_t cap)
+{
+    if (!c->more_opts || cap == 0)
+        return c->spec;
+    size_t n = 0, i = 0;
+    const cli_opt *o = c->spec->opts;
+    for (; o && o[i].name && i < c->more_at && n + 1 < cap; i++)
+        buf[n++] = o[i];
+    n += c->more_opts(buf + n, cap - 1 - n);
+    for (; o && o[i].name && n + 1 < cap; i++)
+        buf[n++] = o[i];
+    buf[n] = (cli_opt){NULL, NULL, NULL};
+    *tmp = *c->spec;
+    tmp->opts = buf;
+    return tmp;
+}
 
 const ff_command *ff_command_find(const char *name)
 {
@@ -72,10 +90,13 @@ int ff_command_dispatch(const ff_command *c, int argc, char **argv)
 {
     cli_args a;
     ff_err e = {0};
-    if (cli_parse(c->spec, argc, argv, &a, &e))
+    cli_spec merged;
+    cli_opt opts[FF_MAX_OPTS];
+    const cli_spec *spec = ff_command_spec(c, &merged, opts, FF_MAX_OPTS);
+    if (cli_parse(spec, argc, argv, &a, &e))
         return cmd_report(c->spec->cmd, &e);
     if (a.help) {
-        cli_print_help(c->spec, stdout);
+        cli_print_help(spec, stdout);
         return 0;
     }
     if (a.version) {

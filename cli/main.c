@@ -48,7 +48,9 @@ static int help(int argc, char **argv)
     const ff_command *c = ff_command_find(argv[2]);
     if (!c)
         return unknown_command(argv[2]);
-    cli_print_help(c->spec, stdout);
+    cli_spec merged;
+    cli_opt opts[FF_MAX_OPTS];
+    cli_print_help(ff_command_spec(c, &merged, opts, FF_MAX_OPTS), stdout);
     return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 #include <regex.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ff_err.h"
@@ -102,6 +103,11 @@ typedef struct ff_layer {
     int64_t extra_per_token;
 } ff_layer;
 
+/* k_is_v's name in reports (fit --json): Gemma-4's config calls it
+ * attention_k_eq_v, and the first release spelled the key after it, so
+ * deploy scripts reading it keep working. */
+#define FF_LAYER_K_IS_V_KEY "k_eq_v"
+
 #define FF_MAX_LAYERS 512
 
 /* The model's shape from config.json; fields a family lacks stay 0. */
@@ -118,22 +124,18 @@ typedef struct ff_geometry {
 } ff_geometry;
 
 /* Knobs of a synthetic checkpoint (fp4forge synth). A family reads the ones
- * that exist in its architecture and ignores the rest. */
+ * that exist in its architecture; its synth_knobs name those a flag sets. */
 typedef struct synth_geom {
     int moe;
     int layers, full_every;       /* every Nth layer is full attention (the last always is) */
     int64_t hidden, intermediate, vocab;
     int heads, kv_heads, head_dim;
-    int global_head_dim, global_kv_heads;
-    int k_is_v;                   /* full-attention layers have no v_proj */
     int experts, top_k;
     int64_t moe_intermediate;
-    int ple;                      /* per-layer input width; 0 = none */
     int sliding_window;
     int vision_layers;            /* 0 = no vision tower */
     int64_t vision_hidden, vision_intermediate;
     int vision_heads;
-    int legacy_schema;            /* the older config schema, where a family has two */
     int64_t shared_intermediate;  /* shared expert MLP width; 0 = none */
     int dense_layers;             /* leading dense (non-MoE) layers */
     int mtp_layers;               /* multi-token-prediction layers after the last decoder layer */
@@ -141,6 +143,10 @@ typedef struct synth_geom {
      * widths of its keys and values, and the causal conv's kernel */
     int linear_k_heads, linear_v_heads, linear_k_dim, linear_v_dim, conv_kernel;
     int ssm_fp32;                 /* the config asks for a float32 recurrent state */
+    /* Knobs only one family has (Gemma-4's full-attention KV geometry,
+     * per-layer embeddings, config schema): that family names the slots in
+     * its own header, and its synth_knobs set them. */
+    int own[8];
     uint64_t seed;
     char preset[32];              /* the --arch preset, for families with several */
 } synth_geom;
@@ -159,6 +165,55 @@ typedef struct ff_doctor_code {
     const char *code;
     ff_doctor_fix fix;        /* NULL: nothing to repair in place (a broken upload) */
 } ff_doctor_code;
+
+/* One synth flag a family understands: --flag sets one synth_geom field.
+ * Each family lists every knob it reads (the shared rows below keep one
+ * help text per flag); synth refuses a knob the preset's family does not
+ * list, and its --help shows the union over the family table, in order. */
+typedef enum {
+    FF_KNOB_INT = 0,          /* an int field, 0 .. 2^30 */
+    FF_KNOB_INT64,            /* an int64_t width, 0 .. 2^40 */
+    FF_KNOB_CLEAR,            /* a switch (arg NULL): sets the int field to 0 */
+    FF_KNOB_CHOICE,           /* arg "a|b|...": the int field gets the index of the value */
+} ff_knob_kind;
+
+typedef struct ff_synth_knob {
+    const char *flag;         /* "--layers" */
+    const char *arg;          /* "N", "a|b" (a choice); NULL for a switch */
+    const char *help;         /* one line for synth --help */
+    ff_knob_kind kind;
+    size_t off;               /* the synth_geom field it sets */
+} ff_synth_knob;
+
+/* A number knob: its kind follows the field's type. */
+#define FF_KNOB_NUM(flag, arg, field, help)                                                                  \
+    {(flag), (arg), (help), sizeof(((synth_geom *)0)->field) == sizeof(int) ? FF_KNOB_INT : FF_KNOB_INT64, \
+     offsetof(synth_geom, field)}
+/* The rows families share, one help text each. */
+#define FF_KNOB_LAYERS FF_KNOB_NUM("--layers", "N", layers, "decoder layers")
+#define FF_KNOB_HIDDEN FF_KNOB_NUM("--hidden", "H", hidden, "hidden size")
+#define FF_KNOB_INTERMEDIATE FF_KNOB_NUM("--intermediate", "I", intermediate, "dense MLP width")
+#define FF_KNOB_HEADS FF_KNOB_NUM("--heads", "N", heads, "attention heads")
+#define FF_KNOB_KV_HEADS FF_KNOB_NUM("--kv-heads", "N", kv_heads, "KV heads on sliding layers")
+#define FF_KNOB_HEAD_DIM FF_KNOB_NUM("--head-dim", "D", head_dim, "head dim on sliding layers")
+#define FF_KNOB_FULL_EVERY \
+    FF_KNOB_NUM("--full-every", "N", full_every, "every Nth layer is full attention (default 6)")
+#define FF_KNOB_VOCAB FF_KNOB_NUM("--vocab", "V", vocab, "vocabulary size")
+#define FF_KNOB_EXPERTS FF_KNOB_NUM("--experts", "E", experts, "experts per layer (MoE presets)")
+#define FF_KNOB_MOE_INTERMEDIATE \
+    FF_KNOB_NUM("--moe-intermediate", "I", moe_intermediate, "expert MLP width (MoE presets)")
+#define FF_KNOB_TOP_K FF_KNOB_NUM("--top-k", "K", top_k, "experts per token (MoE presets)")
+#define FF_KNOB_VISION_LAYERS \
+    FF_KNOB_NUM("--vision-layers", "N", vision_layers, "vision tower layers (0 = no vision tower)")
+#define FF_KNOB_VISION_HIDDEN FF_KNOB_NUM("--vision-hidden", "H", vision_hidden, "vision hidden size")
+#define FF_KNOB_VISION_INTERMEDIATE \
+    FF_KNOB_NUM("--vision-intermediate", "I", vision_intermediate, "vision MLP width")
+/* A decoder's shape, and a vision tower's. */
+#define FF_KNOBS_DECODER FF_KNOB_LAYERS, FF_KNOB_HIDDEN, FF_KNOB_INTERMEDIATE, FF_KNOB_HEADS, FF_KNOB_KV_HEADS, \
+                         FF_KNOB_HEAD_DIM
+#define FF_KNOBS_MOE FF_KNOB_EXPERTS, FF_KNOB_MOE_INTERMEDIATE, FF_KNOB_TOP_K
+#define FF_KNOBS_VISION FF_KNOB_VISION_LAYERS, FF_KNOB_VISION_HIDDEN, FF_KNOB_VISION_INTERMEDIATE
+#define FF_KNOBS_END {NULL, NULL, NULL, FF_KNOB_INT, 0}
 
 typedef struct ff_synth_preset {
     const char *name;         /* --arch value, "<family>-<variant>" */
@@ -196,10 +251,17 @@ typedef struct ff_family {
     /* synth: presets (NULL-terminated by name), their geometry, and the
      * checkpoint itself: tensors in save order, config.json, aux files */
     const ff_synth_preset *synth_presets;
+    /* the flags that scale its presets (NULL-terminated by flag) */
+    const ff_synth_knob *synth_knobs;
     int (*synth_preset)(const char *preset, const char *size, synth_geom *g, ff_err *e);
     int (*synth_tensors)(const synth_geom *g, struct synth_list *l, ff_err *e);
     json_t *(*synth_config)(const synth_geom *g);
     int (*synth_aux)(const synth_geom *g, const char *dir, ff_err *e);
+    /* fit: bytes vLLM's encoder profiling takes for the vision tower the
+     * config describes (its encoder cache and the tower's transient tensors,
+     * batched_tokens being max_num_batched_tokens); NULL: the family has no
+     * tower. */
+    uint64_t (*encoder_bytes)(const json_t *config, const ff_geometry *g, int64_t batched_tokens);
 } ff_family;
 
 /* Fused 3-D experts split per expert are named "<parent>.<e>.<out>", parent

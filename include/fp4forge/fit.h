@@ -101,7 +101,7 @@ uint64_t fit_kv_bytes(const fit_report *r, int64_t context);
 void fit_weights_add(fit_weights *w, const ff_matcher *m, const char *name, uint64_t bytes);
 /* The reserve estimates (docs/fit.md, "Reserves"). */
 uint64_t fit_activation_estimate(const ff_geometry *g, const fit_opts *o);
-uint64_t fit_encoder_estimate(const json_t *config, const ff_geometry *g, const fit_opts *o);
+uint64_t fit_encoder_estimate(const ff_family *fam, const json_t *config, const ff_geometry *g, const fit_opts *o);
 
 /* The whole answer for an open checkpoint. */
 int fit_run(fit_report *r, const ckpt *c, const fit_opts *o, ff_err *e);

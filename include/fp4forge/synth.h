@@ -30,6 +30,11 @@ typedef struct synth_opts {
 
 /* A preset (a family's --arch value) at "tiny" or "real" size; sets its family. */
 int synth_preset(const char *preset, const char *size, synth_geom *g, const ff_family **fam, ff_err *e);
+/* fam's knob `flag` (a synth flag such as "--ple"), or NULL when the family
+ * does not take it. */
+const ff_synth_knob *synth_knob_find(const ff_family *fam, const char *flag);
+/* Sets k's field of g to v: a number, a choice's index, 0 for a switch. */
+void synth_knob_set(const ff_synth_knob *k, synth_geom *g, long long v);
 /* Bytes the checkpoint's tensors will take. */
 uint64_t synth_bytes(const ff_family *fam, const synth_geom *g);
 int synth_write(const ff_family *fam, const synth_geom *g, const char *out_dir, const synth_opts *o, ff_err *e);

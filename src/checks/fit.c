@@ -9,9 +9,6 @@
 #include "plan.h"
 
 #define GIB 1073741824.0
-/* The JSON name of "this layer has no v_proj" (docs/fit.md): kept as the
- * first release spelled it, so deploy scripts reading it keep working. */
-#define FIT_JSON_K_IS_V "k_" "eq_v"
 
 void fit_opts_default(fit_opts *o)
 {
@@ -168,24 +165,13 @@ uint64_t fit_activation_estimate(const ff_geometry *g, const fit_opts *o)
     return T * per_tok + logits + (uint64_t)GIB;
 }
 
-/* vLLM profiles the encoder with as many max-size images as its encoder
- * cache holds (max(max_num_batched_tokens, tokens per image) embeddings):
- * the cache itself in bf16 plus the vision tower's transient tensors for
- * every patch of those images (default_output_length soft tokens, each
- * pooled from pooling_kernel_size^2 patches). */
-uint64_t fit_encoder_estimate(const json_t *config, const ff_geometry *g, const fit_opts *o)
+/* The vision tower's share of vLLM's encoder profiling: the family's model
+ * of its tower (none for a family without one, or --language-model-only). */
+uint64_t fit_encoder_estimate(const ff_family *fam, const json_t *config, const ff_geometry *g, const fit_opts *o)
 {
-    const json_t *v = json_object_get(config, "vision_config");
-    if (!json_is_object(v) || o->text_only)
+    if (o->text_only || !fam->encoder_bytes)
         return 0;
-    int64_t per_image = jsonio_int(v, "default_output_length", 280);
-    int64_t pool = jsonio_int(v, "pooling_kernel_size", 3);
-    int64_t vh = jsonio_int(v, "hidden_size", 0), vi = jsonio_int(v, "intermediate_size", 0);
-    int64_t budget = o->batched_tokens > per_image ? o->batched_tokens : per_image;
-    int64_t images = (budget + per_image - 1) / per_image;
-    uint64_t patches = (uint64_t)(images * per_image * pool * pool);
-    uint64_t cache = (uint64_t)budget * (uint64_t)g->hidden * 2;
-    return cache + patches * (uint64_t)(4 * vh + 3 * vi) * 2;
+    return fam->encoder_bytes(config, g, o->batched_tokens);
 }
 
 /* ---- the verdict ---------------------------------------------------------- */
@@ -320,7 +306,7 @@ int fit_run(fit_report *r, const ckpt *c, const fit_opts *o, ff_err *e)
     r->act_estimated = o->act_reserve < 0;
     r->enc_estimated = o->enc_reserve < 0;
     r->act_reserve = r->act_estimated ? fit_activation_estimate(g, o) : (uint64_t)o->act_reserve;
-    r->enc_reserve = r->enc_estimated ? fit_encoder_estimate(c->config, g, o) : (uint64_t)o->enc_reserve;
+    r->enc_reserve = r->enc_estimated ? fit_encoder_estimate(fam, c->config, g, o) : (uint64_t)o->enc_reserve;
     free(g);
     fit_verdict *v = &r->col[r->ncols++];
     v->label = r->quantized ? "as given" : "bf16";
@@ -431,7 +417,7 @@ static json_t *kinds_json(const fit_report *r)
         const fit_kv_kind *k = &r->kinds[i];
         json_array_append_new(a, json_pack("{si ss si si si sb sI sI}", "layers", k->count, "type",
                                            k->full ? "full" : "sliding", "kv_heads", k->kv_heads, "head_dim",
-                                           k->head_dim, "tensors", k->tensors, FIT_JSON_K_IS_V, k->k_is_v,
+                                           k->head_dim, "tensors", k->tensors, FF_LAYER_K_IS_V_KEY, k->k_is_v,
                                            "bytes_per_token_per_layer", (json_int_t)k->bytes_per_token,
                                            "block", (json_int_t)k->block));
     }
@@ -449,7 +435,7 @@ json_t *fit_to_json(const fit_report *r)
     json_object_set_new(j, "kv_dtype_bytes", json_integer(r->o.kv_dtype_bytes));
     json_object_set_new(j, "block_size", json_integer(r->o.block_size));
     json_object_set_new(j, "batched_tokens", json_integer(r->o.batched_tokens));
-    json_object_set_new(j, FIT_JSON_K_IS_V "_single", json_boolean(r->o.k_is_v_single));
+    json_object_set_new(j, FF_LAYER_K_IS_V_KEY "_single", json_boolean(r->o.k_is_v_single));
     json_object_set_new(j, "kv_kinds", kinds_json(r));
     json_object_set_new(j, "kv_full_per_token", json_integer((json_int_t)r->kv_full_per_token));
     json_object_set_new(j, "kv_sliding_per_token", json_integer((json_int_t)r->kv_sliding_per_token));

@@ -147,6 +147,41 @@ int ff_decoder_synth_begin(const char *size, int moe, synth_geom *g, int *real, 
     return FF_OK;
 }
 
+int ff_decoder_synth_sized(const char *size, const synth_geom *tiny, const synth_geom *real, synth_geom *g,
+                           ff_err *e)
+{
+    int is_real, rc = ff_decoder_synth_begin(size, 0, g, &is_real, e);
+    if (rc)
+        return rc;
+    *g = is_real ? *real : *tiny;
+    g->seed = 1;
+    return FF_OK;
+}
+
+void ff_decoder_synth_experts(synth_list *l, const synth_geom *g, const char *prefix, int layer, const char *experts,
+                              const char *const names[3], int down)
+{
+    for (int x = 0; x < g->experts; x++)
+        for (int p = 0; p < 3; p++) {
+            int64_t rows = p == down ? g->hidden : g->moe_intermediate;
+            int64_t cols = p == down ? g->moe_intermediate : g->hidden;
+            synth_add(l, SYNTH_NORMAL, 2, rows, cols, 0, "%s%d.%s.%d.%s.weight", prefix, layer, experts, x, names[p]);
+        }
+}
+
+void ff_decoder_moe_expect(const ff_geometry *g, int64_t dense_linears, int64_t experts, int64_t routers,
+                           ff_expect *x)
+{
+    memset(x, 0, sizeof *x);
+    x->dense_linears = dense_linears;
+    x->moe_layers = g->moe_layers;
+    x->experts = experts;
+    x->expert_linears = (int64_t)g->moe_layers * experts * 3;
+    x->routers = routers;
+    x->expert_inter = g->moe_intermediate;
+    x->hidden = g->hidden;
+}
+
 int ff_decoder_all_sparse_geometry(const json_t *config, ff_geometry *g, ff_err *e)
 {
     int rc = ff_decoder_geometry(config, g, e);
@@ -170,16 +205,8 @@ int ff_decoder_all_sparse_expect(const json_t *config, ff_expect *x, ff_err *e)
     if (!g)
         return ff_oom(e, "out of memory");
     int rc = ff_decoder_all_sparse_geometry(config, g, e);
-    if (!rc) {
-        memset(x, 0, sizeof *x);
-        x->dense_linears = 4ll * g->layers;
-        x->moe_layers = g->layers;
-        x->experts = g->experts;
-        x->expert_linears = (int64_t)g->layers * g->experts * 3;
-        x->routers = g->layers;
-        x->expert_inter = g->moe_intermediate;
-        x->hidden = g->hidden;
-    }
+    if (!rc)
+        ff_decoder_moe_expect(g, 4ll * g->layers, g->experts, g->layers, x);
     free(g);
     return rc;
 }

@@ -31,6 +31,23 @@ int ff_decoder_synth_aux(const synth_geom *g, const char *dir, ff_err *e);
 /* A preset's start: --size is tiny or real (*real says which), the knobs
  * zeroed, the MoE flag and the seed set. */
 int ff_decoder_synth_begin(const char *size, int moe, synth_geom *g, int *real, ff_err *e);
+/* A preset's geometry from its two sizes: --size picks *tiny or *real (a
+ * table of the knobs the preset sets, .moe included; the rest stay 0), and
+ * the seed is 1. */
+int ff_decoder_synth_sized(const char *size, const synth_geom *tiny, const synth_geom *real, synth_geom *g,
+                           ff_err *e);
+/* Routed experts stored as one 2-D Linear each (llm-compressor's and
+ * vLLM's per-expert names): <prefix><layer>.<experts>.<e>.<name>.weight
+ * for every expert e, names in save order; names[down] is the down
+ * projection [hidden, moe_intermediate], the others [moe_intermediate,
+ * hidden]. */
+void ff_decoder_synth_experts(synth_list *l, const synth_geom *g, const char *prefix, int layer, const char *experts,
+                              const char *const names[3], int down);
+/* The invariants of a decoder with MoE layers: dense_linears quantized 2-D
+ * Linears (the family's count), `experts` routed experts (x 3 Linears) on
+ * each of g->moe_layers layers, `routers` router Linears kept. */
+void ff_decoder_moe_expect(const ff_geometry *g, int64_t dense_linears, int64_t experts, int64_t routers,
+                           ff_expect *x);
 /* Mixtral's MoE layout, every layer sparse with intermediate_size as the
  * expert width and num_local_experts experts (Mixtral, MiniMax-M2): the
  * geometry, and the invariants (q/k/v/o everywhere, experts x 3, one router

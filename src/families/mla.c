@@ -55,15 +55,9 @@ int mla_expect(const json_t *config, int64_t extra_dense, ff_expect *x, ff_err *
     int shared = jsonio_int(config, "n_shared_experts", 0) > 0;
     const json_t *ql = json_object_get(config, "q_lora_rank");
     int attn = ql && json_is_integer(ql) && json_integer_value(ql) > 0 ? 5 : 4;
-    memset(x, 0, sizeof *x);
-    x->dense_linears = (int64_t)attn * g->layers + 3ll * (g->layers - g->moe_layers) +
-                       (shared ? 3ll * g->moe_layers : 0) + extra_dense;
-    x->moe_layers = g->moe_layers;
-    x->experts = g->experts;
-    x->expert_linears = (int64_t)g->moe_layers * g->experts * 3;
-    x->routers = g->moe_layers;
-    x->expert_inter = g->moe_intermediate;
-    x->hidden = g->hidden;
+    int64_t dense = (int64_t)attn * g->layers + 3ll * (g->layers - g->moe_layers) + (shared ? 3ll * g->moe_layers : 0) +
+                    extra_dense;
+    ff_decoder_moe_expect(g, dense, g->experts, g->moe_layers, x);
     free(g);
     return FF_OK;
 }

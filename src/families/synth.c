@@ -128,6 +128,26 @@ int synth_preset(const char *preset, const char *size, synth_geom *g, const ff_f
     return rc;
 }
 
+const ff_synth_knob *synth_knob_find(const ff_family *fam, const char *flag)
+{
+    for (const ff_synth_knob *k = fam->synth_knobs; k && k->flag; k++)
+        if (strcmp(k->flag, flag) == 0)
+            return k;
+    return NULL;
+}
+
+void synth_knob_set(const ff_synth_knob *k, synth_geom *g, long long v)
+{
+    char *field = (char *)g + k->off;
+    if (k->kind == FF_KNOB_INT64) {
+        int64_t x = v;
+        memcpy(field, &x, sizeof x);
+    } else {
+        int x = k->kind == FF_KNOB_CLEAR ? 0 : (int)v;
+        memcpy(field, &x, sizeof x);
+    }
+}
+
 uint64_t synth_bytes(const ff_family *fam, const synth_geom *g)
 {
     synth_list l = {0};

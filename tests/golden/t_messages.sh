@@ -98,4 +98,14 @@ if [ $rc_same = 0 ] && [ $rc_struct = 0 ] && [ $rc_values = 6 ] && grep -q "1 di
    && grep -q "$key" "$W/diff-values.out" && grep -q "verdict: DIFFERENT" "$W/diff-values.out"; then
     pass msg_diff_values "structure SAME (rc 0), --values DIFFERENT (rc 6) naming $key"
 else fail msg_diff_values "rc same=$rc_same struct=$rc_struct values=$rc_values: $(grep -m2 'differ\|verdict' "$W/diff-values.out" | xargs)"; fi
+# a synth flag the preset's family has no knob for is refused, naming the flag and the
+# preset (the build before issue 34 item 4 took --ple for mixtral and wrote the same
+# checkpoint as without it); one it has still scales the geometry
+$FF synth --arch mixtral --ple 16 "$W/knob-refused" > "$W/knob-refused.out" 2>&1; rc_refused=$?
+$FF synth --arch mixtral --sparse --layers 3 "$W/knob-taken" > "$W/knob-taken.out" 2>&1; rc_taken=$?
+if [ $rc_refused = 2 ] && [ ! -e "$W/knob-refused" ] \
+   && grep -qx 'fp4forge synth: --ple does not apply to --arch mixtral (its family has no such knob)' "$W/knob-refused.out" \
+   && [ $rc_taken = 0 ] && grep -q '"num_hidden_layers": 3' "$W/knob-taken/config.json"; then
+    pass msg_synth_knob_refused "--ple on mixtral: rc 2, one line naming both; --layers 3 taken"
+else fail msg_synth_knob_refused "rc refused=$rc_refused taken=$rc_taken: $(head -2 "$W/knob-refused.out" | xargs)"; fi
 exit $GOLDEN_RC

@@ -182,6 +182,34 @@ static void test_weights_kinds(void)
     ff_matcher_free(&m);
 }
 
+/* The encoder reserve is the family's hook: Gemma-4's pooled estimate (text
+ * hidden 64; a vision tower 32 wide, MLP 48; 10 soft tokens an image, each of
+ * 2 x 2 patches): 8192 batched tokens hold 820 images of 10 = 32800 patches,
+ * x (4 x 32 + 3 x 48) x 2 B = 17843200, plus the cache 8192 x 64 x 2 B =
+ * 1048576. Llama-4's (the default hook) reads the same; a family without a
+ * tower and --text-only reserve nothing. */
+static void test_encoder_estimate(void)
+{
+    json_t *cfg = config(1, 0, 0);
+    json_object_set_new(cfg, "vision_config", json_pack("{si si si si}", "hidden_size", 32, "intermediate_size", 48,
+                                                        "default_output_length", 10, "pooling_kernel_size", 2));
+    ff_err e = {0};
+    const ff_family *gemma = ff_family_detect(cfg);
+    ff_geometry *g = gemma ? ff_geometry_new(gemma, cfg, &e) : NULL;
+    CHECK(g != NULL);
+    if (g) {
+        fit_opts o;
+        fit_opts_default(&o);
+        CHECK_EQ_INT(fit_encoder_estimate(gemma, cfg, g, &o), 18891776);
+        CHECK_EQ_INT(fit_encoder_estimate(ff_family_by_name("llama4"), cfg, g, &o), 18891776);
+        CHECK_EQ_INT(fit_encoder_estimate(ff_family_by_name("mixtral"), cfg, g, &o), 0);
+        o.text_only = 1;
+        CHECK_EQ_INT(fit_encoder_estimate(gemma, cfg, g, &o), 0);
+    }
+    free(g);
+    json_decref(cfg);
+}
+
 int main(void)
 {
     RUN(test_mix_per_layer_schema);
@@ -193,5 +221,6 @@ int main(void)
     RUN(test_sliding_tokens);
     RUN(test_kv_bytes);
     RUN(test_weights_kinds);
+    RUN(test_encoder_estimate);
     return UNIT_END();
 }

@@ -56,23 +56,35 @@ static const ff_synth_preset deepseek_v3_presets[] = {
     {NULL, NULL},
 };
 
+/* MLA: as many KV heads as heads; Kimi-K2 has no MTP layer */
+static const synth_geom deepseek_v3_real = {
+    .moe = 1, .dense_layers = 3, .mtp_layers = 1,
+    .layers = 61, .hidden = 7168, .intermediate = 18432, .vocab = 129280,
+    .heads = 128, .kv_heads = 128, .head_dim = 128,
+    .experts = 256, .top_k = 8, .moe_intermediate = 2048, .shared_intermediate = 2048,
+};
+static const synth_geom kimi_k2_real = {
+    .moe = 1, .dense_layers = 1, .mtp_layers = 0,
+    .layers = 61, .hidden = 7168, .intermediate = 18432, .vocab = 163840,
+    .heads = 64, .kv_heads = 64, .head_dim = 128,
+    .experts = 384, .top_k = 8, .moe_intermediate = 2048, .shared_intermediate = 2048,
+};
+static const synth_geom deepseek_v3_tiny = {
+    .moe = 1, .dense_layers = 2, .mtp_layers = 1,
+    .layers = 4, .hidden = 256, .intermediate = 512, .vocab = 2048, .heads = 4, .kv_heads = 4, .head_dim = 32,
+    .experts = 8, .top_k = 2, .moe_intermediate = 128, .shared_intermediate = 128,
+};
+static const synth_geom kimi_k2_tiny = {
+    .moe = 1, .dense_layers = 1, .mtp_layers = 0,
+    .layers = 4, .hidden = 256, .intermediate = 512, .vocab = 2048, .heads = 4, .kv_heads = 4, .head_dim = 32,
+    .experts = 12, .top_k = 2, .moe_intermediate = 128, .shared_intermediate = 128,
+};
+
 static int deepseek_v3_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
 {
-    int real, kimi = strcmp(preset, "kimi-k2") == 0, rc = ff_decoder_synth_begin(size, 1, g, &real, e);
-    if (rc)
-        return rc;
-    g->dense_layers = kimi ? 1 : 3;
-    g->mtp_layers = kimi ? 0 : 1;
-    if (real) {
-        g->layers = 61; g->hidden = 7168; g->intermediate = 18432; g->vocab = kimi ? 163840 : 129280;
-        g->heads = kimi ? 64 : 128; g->kv_heads = g->heads; g->head_dim = 128;
-        g->experts = kimi ? 384 : 256; g->top_k = 8; g->moe_intermediate = 2048; g->shared_intermediate = 2048;
-    } else {
-        g->layers = 4; g->dense_layers = kimi ? 1 : 2; g->hidden = 256; g->intermediate = 512; g->vocab = 2048;
-        g->heads = 4; g->kv_heads = 4; g->head_dim = 32;
-        g->experts = kimi ? 12 : 8; g->top_k = 2; g->moe_intermediate = 128; g->shared_intermediate = 128;
-    }
-    return FF_OK;
+    int kimi = strcmp(preset, "kimi-k2") == 0;
+    return kimi ? ff_decoder_synth_sized(size, &kimi_k2_tiny, &kimi_k2_real, g, e)
+                : ff_decoder_synth_sized(size, &deepseek_v3_tiny, &deepseek_v3_real, g, e);
 }
 
 static int deepseek_v3_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
@@ -94,6 +106,11 @@ static json_t *deepseek_v3_synth_config(const synth_geom *g)
 
 static const char *const deepseek_v3_implicit_ignore[] = {"lm_head", NULL};
 
+static const ff_synth_knob deepseek_v3_knobs[] = {
+    FF_KNOBS_DECODER, FF_KNOB_VOCAB, FF_KNOBS_MOE,
+    FF_KNOBS_END,
+};
+
 const ff_family ff_family_deepseek_v3 = {
     .name = "deepseek_v3",
     .model_types = "deepseek_v3",
@@ -106,6 +123,7 @@ const ff_family ff_family_deepseek_v3 = {
     .geometry = mla_geometry,
     .implicit_ignore = deepseek_v3_implicit_ignore,
     .synth_presets = deepseek_v3_presets,
+    .synth_knobs = deepseek_v3_knobs,
     .synth_preset = deepseek_v3_synth_preset,
     .synth_tensors = deepseek_v3_synth_tensors,
     .synth_config = deepseek_v3_synth_config,

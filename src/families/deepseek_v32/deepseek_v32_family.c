@@ -151,6 +151,11 @@ static json_t *deepseek_v32_synth_config(const synth_geom *g)
 
 static const char *const deepseek_v32_implicit_ignore[] = {"lm_head", NULL};
 
+static const ff_synth_knob deepseek_v32_knobs[] = {
+    FF_KNOBS_DECODER, FF_KNOB_VOCAB, FF_KNOBS_MOE,
+    FF_KNOBS_END,
+};
+
 const ff_family ff_family_deepseek_v32 = {
     .name = "deepseek_v32",
     .model_types = "deepseek_v32, glm_moe_dsa",
@@ -164,6 +169,7 @@ const ff_family ff_family_deepseek_v32 = {
     .geometry = deepseek_v32_geometry,
     .implicit_ignore = deepseek_v32_implicit_ignore,
     .synth_presets = deepseek_v32_presets,
+    .synth_knobs = deepseek_v32_knobs,
     .synth_preset = deepseek_v32_synth_preset,
     .synth_tensors = deepseek_v32_synth_tensors,
     .synth_config = deepseek_v32_synth_config,

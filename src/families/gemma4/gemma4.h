@@ -57,6 +57,17 @@ extern const ff_doctor_code gemma4_doctor_codes[];
 int gemma4_doctor_open(struct dctx *c, ff_err *e);
 void gemma4_doctor_close(struct dctx *c);
 
+/* Gemma-4's own synth knobs: the slots of synth_geom.own they set. */
+enum {
+    G4_GLOBAL_HEAD_DIM,   /* head dim on full-attention layers */
+    G4_GLOBAL_KV_HEADS,   /* KV heads on full-attention layers whose V is K */
+    G4_K_IS_V,            /* full-attention layers have no v_proj */
+    G4_PLE,               /* per-layer input width; 0 = none */
+    G4_LEGACY_SCHEMA,     /* the config's flat global fields (before transformers 5.15) */
+    G4_OWN_KNOBS
+};
+_Static_assert(G4_OWN_KNOBS <= sizeof ((synth_geom *)0)->own / sizeof(int), "synth_geom.own is too small");
+
 /* synth hooks (gemma4_synth.c) */
 int gemma4_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e);
 int gemma4_synth_tensors(const synth_geom *g, struct synth_list *l, ff_err *e);

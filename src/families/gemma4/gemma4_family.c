@@ -2,11 +2,14 @@
  * dense and MoE. Names as transformers 5.x saves them; expert output names as
  * llm-compressor's linearized MoE writes them and vLLM's gemma4 loader reads
  * them (".experts.N.gate_proj." -> w13 shard w1, up_proj -> w3, down -> w2). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "encoder.h"
 #include "family.h"
 #include "gemma4.h"
+#include "jsonio.h"
 
 #define LM "^(model\\.language_model\\.|model\\.)layers\\.[0-9]+\\."
 #define TOP "^(model\\.language_model\\.|model\\.)"
@@ -105,6 +108,35 @@ static int gemma4_geometry(const json_t *config, ff_geometry *out, ff_err *e)
 
 static const char *const gemma4_implicit_ignore[] = {"lm_head", NULL};
 
+/* fit: Gemma-4's vision tower turns an image into default_output_length
+ * soft tokens, each pooled from pooling_kernel_size^2 patches. */
+static uint64_t gemma4_encoder_bytes(const json_t *config, const ff_geometry *g, int64_t batched_tokens)
+{
+    const json_t *v = json_object_get(config, "vision_config");
+    if (!json_is_object(v))
+        return 0;
+    return ff_encoder_pooled_bytes(v, g->hidden, batched_tokens, jsonio_int(v, "default_output_length", 280),
+                                   jsonio_int(v, "pooling_kernel_size", 3));
+}
+
+/* synth flags: the decoder's, and Gemma-4's own (the full-attention layers'
+ * KV geometry, per-layer embeddings, the config schema), in --help order */
+static const ff_synth_knob gemma4_knobs[] = {
+    FF_KNOBS_DECODER,
+    FF_KNOB_NUM("--global-head-dim", "D", own[G4_GLOBAL_HEAD_DIM], "head dim on full-attention layers"),
+    FF_KNOB_NUM("--global-kv-heads", "N", own[G4_GLOBAL_KV_HEADS], "KV heads on full-attention layers whose V is K"),
+    FF_KNOB_FULL_EVERY,
+    {"--no-k-eq-v", NULL, "full-attention layers get their own v_proj", FF_KNOB_CLEAR,
+     offsetof(synth_geom, own[G4_K_IS_V])},
+    FF_KNOB_VOCAB,
+    FF_KNOBS_MOE,
+    FF_KNOB_NUM("--ple", "N", own[G4_PLE], "per-layer embedding width (0 = none, the default)"),
+    FF_KNOBS_VISION,
+    {"--schema", "per-layer|legacy", "per-layer (default, transformers >= 5.15) or legacy (the older config schema)",
+     FF_KNOB_CHOICE, offsetof(synth_geom, own[G4_LEGACY_SCHEMA])},
+    FF_KNOBS_END,
+};
+
 static const ff_synth_preset gemma4_presets[] = {
     {"gemma4-dense", "Gemma-4 dense (real: the 31B geometry)"},
     {"gemma4-moe", "Gemma-4 MoE (real: the 26B-A4B geometry)"},
@@ -126,8 +158,10 @@ const ff_family ff_family_gemma4 = {
     .doctor_open = gemma4_doctor_open,
     .doctor_close = gemma4_doctor_close,
     .synth_presets = gemma4_presets,
+    .synth_knobs = gemma4_knobs,
     .synth_preset = gemma4_synth_preset,
     .synth_tensors = gemma4_synth_tensors,
     .synth_config = gemma4_synth_config,
     .synth_aux = gemma4_synth_aux,
+    .encoder_bytes = gemma4_encoder_bytes,
 };

@@ -54,16 +54,16 @@ static void vision_tensors(const synth_geom *g, synth_list *l)
 
 static void layer_tensors(const synth_geom *g, synth_list *l, int i)
 {
-    int full = is_full(g, i);
-    int hd = full ? g->global_head_dim : g->head_dim;
-    int kvh = full && g->k_is_v ? g->global_kv_heads : g->kv_heads;
+    int full = is_full(g, i), k_is_v = full && g->own[G4_K_IS_V], ple = g->own[G4_PLE];
+    int hd = full ? g->own[G4_GLOBAL_HEAD_DIM] : g->head_dim;
+    int kvh = k_is_v ? g->own[G4_GLOBAL_KV_HEADS] : g->kv_heads;
     int64_t H = g->hidden;
     synth_add(l, SYNTH_ONES, 1, 1, 0, 0, LM "layers.%d.layer_scalar", i);
     synth_add(l, SYNTH_NORMAL, 2, (int64_t)g->heads * hd, H, 0, LM "layers.%d.self_attn.q_proj.weight", i);
     synth_add(l, SYNTH_ONES, 1, hd, 0, 0, LM "layers.%d.self_attn.q_norm.weight", i);
     synth_add(l, SYNTH_ONES, 1, hd, 0, 0, LM "layers.%d.self_attn.k_norm.weight", i);
     synth_add(l, SYNTH_NORMAL, 2, (int64_t)kvh * hd, H, 0, LM "layers.%d.self_attn.k_proj.weight", i);
-    if (!(full && g->k_is_v))
+    if (!k_is_v)
         synth_add(l, SYNTH_NORMAL, 2, (int64_t)kvh * hd, H, 0, LM "layers.%d.self_attn.v_proj.weight", i);
     synth_add(l, SYNTH_NORMAL, 2, H, (int64_t)g->heads * hd, 0, LM "layers.%d.self_attn.o_proj.weight", i);
     synth_add(l, SYNTH_NORMAL, 2, g->intermediate, H, 0, LM "layers.%d.mlp.gate_proj.weight", i);
@@ -73,9 +73,9 @@ static void layer_tensors(const synth_geom *g, synth_list *l, int i)
                                         "pre_feedforward_layernorm", "post_feedforward_layernorm"};
     for (int n = 0; n < 4; n++)
         synth_add(l, SYNTH_ONES, 1, H, 0, 0, LM "layers.%d.%s.weight", i, norms[n]);
-    if (g->ple) {
-        synth_add(l, SYNTH_NORMAL, 2, g->ple, H, 0, LM "layers.%d.per_layer_input_gate.weight", i);
-        synth_add(l, SYNTH_NORMAL, 2, H, g->ple, 0, LM "layers.%d.per_layer_projection.weight", i);
+    if (ple) {
+        synth_add(l, SYNTH_NORMAL, 2, ple, H, 0, LM "layers.%d.per_layer_input_gate.weight", i);
+        synth_add(l, SYNTH_NORMAL, 2, H, ple, 0, LM "layers.%d.per_layer_projection.weight", i);
         synth_add(l, SYNTH_ONES, 1, H, 0, 0, LM "layers.%d.post_per_layer_input_norm.weight", i);
     }
     if (g->moe) {
@@ -102,10 +102,11 @@ int gemma4_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
     for (int i = 0; i < g->layers; i++)
         layer_tensors(g, l, i);
     synth_add(l, SYNTH_ONES, 1, g->hidden, 0, 0, LM "norm.weight");
-    if (g->ple) {
-        synth_add(l, SYNTH_NORMAL, 2, g->vocab, (int64_t)g->layers * g->ple, 0, LM "embed_tokens_per_layer.weight");
-        synth_add(l, SYNTH_NORMAL, 2, (int64_t)g->layers * g->ple, g->hidden, 0, LM "per_layer_model_projection.weight");
-        synth_add(l, SYNTH_ONES, 1, g->ple, 0, 0, LM "per_layer_projection_norm.weight");
+    int ple = g->own[G4_PLE];
+    if (ple) {
+        synth_add(l, SYNTH_NORMAL, 2, g->vocab, (int64_t)g->layers * ple, 0, LM "embed_tokens_per_layer.weight");
+        synth_add(l, SYNTH_NORMAL, 2, (int64_t)g->layers * ple, g->hidden, 0, LM "per_layer_model_projection.weight");
+        synth_add(l, SYNTH_ONES, 1, ple, 0, 0, LM "per_layer_projection_norm.weight");
     }
     if (g->vision_layers)
         synth_add(l, SYNTH_NORMAL, 2, g->hidden, g->vision_hidden, 0, "model.embed_vision.embedding_projection.weight");
@@ -123,22 +124,22 @@ int gemma4_synth_preset(const char *arch, const char *size, synth_geom *g, ff_er
         return ff_fail(e, FF_EUSAGE, "unknown --size %s (tiny|real)", size);
     g->moe = moe;
     g->full_every = 6;
-    g->k_is_v = 1;
+    g->own[G4_K_IS_V] = 1;
     g->sliding_window = 1024;
     g->seed = 1;
     if (real && !moe) {        /* Gemma-4 31B */
         g->layers = 60; g->hidden = 5376; g->intermediate = 21504; g->vocab = 262144;
         g->heads = 32; g->kv_heads = 16; g->head_dim = 256;
-        g->global_head_dim = 512; g->global_kv_heads = 4;
+        g->own[G4_GLOBAL_HEAD_DIM] = 512; g->own[G4_GLOBAL_KV_HEADS] = 4;
     } else if (real) {         /* Gemma-4 26B-A4B */
         g->layers = 30; g->hidden = 2816; g->intermediate = 2112; g->vocab = 262144;
         g->heads = 16; g->kv_heads = 8; g->head_dim = 256;
-        g->global_head_dim = 512; g->global_kv_heads = 2;
+        g->own[G4_GLOBAL_HEAD_DIM] = 512; g->own[G4_GLOBAL_KV_HEADS] = 2;
         g->experts = 128; g->top_k = 8; g->moe_intermediate = 704;
     } else {                   /* same shape of model, small enough for a demo */
         g->layers = 12; g->hidden = 256; g->intermediate = 512; g->vocab = 2048;
         g->heads = 4; g->kv_heads = 2; g->head_dim = 64;
-        g->global_head_dim = 128; g->global_kv_heads = 1;
+        g->own[G4_GLOBAL_HEAD_DIM] = 128; g->own[G4_GLOBAL_KV_HEADS] = 1;
         if (moe) { g->experts = 8; g->top_k = 2; g->moe_intermediate = 128; }
     }
     g->vision_layers = real ? 27 : 2;
@@ -165,10 +166,10 @@ static json_t *rope_params(void)
  * zero-padded layer indices); older releases the flat global fields. */
 static void attention_schema(const synth_geom *g, json_t *t)
 {
-    if (g->legacy_schema) {
-        json_object_set_new(t, "global_head_dim", json_integer(g->global_head_dim));
-        if (g->k_is_v)
-            json_object_set_new(t, "num_global_key_value_heads", json_integer(g->global_kv_heads));
+    if (g->own[G4_LEGACY_SCHEMA]) {
+        json_object_set_new(t, "global_head_dim", json_integer(g->own[G4_GLOBAL_HEAD_DIM]));
+        if (g->own[G4_K_IS_V])
+            json_object_set_new(t, "num_global_key_value_heads", json_integer(g->own[G4_GLOBAL_KV_HEADS]));
         return;
     }
     json_t *plc = json_object();
@@ -176,9 +177,9 @@ static void attention_schema(const synth_geom *g, json_t *t)
         if (!is_full(g, i))
             continue;
         json_t *e = json_object();
-        json_object_set_new(e, "head_dim", json_integer(g->global_head_dim));
-        if (g->k_is_v)
-            json_object_set_new(e, "num_key_value_heads", json_integer(g->global_kv_heads));
+        json_object_set_new(e, "head_dim", json_integer(g->own[G4_GLOBAL_HEAD_DIM]));
+        if (g->own[G4_K_IS_V])
+            json_object_set_new(e, "num_key_value_heads", json_integer(g->own[G4_GLOBAL_KV_HEADS]));
         char key[16];
         snprintf(key, sizeof key, "%02d", i);
         json_object_set_new(plc, key, e);
@@ -191,7 +192,7 @@ static json_t *text_config(const synth_geom *g)
     json_t *t = json_object(), *types = json_array();
     json_object_set_new(t, "attention_bias", json_false());
     json_object_set_new(t, "attention_dropout", json_real(0.0));
-    json_object_set_new(t, "attention_k_eq_v", json_boolean(g->k_is_v));
+    json_object_set_new(t, "attention_k_eq_v", json_boolean(g->own[G4_K_IS_V]));
     json_object_set_new(t, "bos_token_id", json_integer(2));
     json_object_set_new(t, "enable_moe_block", json_boolean(g->moe));
     json_object_set_new(t, "eos_token_id", json_integer(1));
@@ -199,7 +200,7 @@ static json_t *text_config(const synth_geom *g)
     json_object_set_new(t, "head_dim", json_integer(g->head_dim));
     json_object_set_new(t, "hidden_activation", json_string("gelu_pytorch_tanh"));
     json_object_set_new(t, "hidden_size", json_integer(g->hidden));
-    json_object_set_new(t, "hidden_size_per_layer_input", json_integer(g->ple));
+    json_object_set_new(t, "hidden_size_per_layer_input", json_integer(g->own[G4_PLE]));
     json_object_set_new(t, "initializer_range", json_real(0.02));
     json_object_set_new(t, "intermediate_size", json_integer(g->intermediate));
     for (int i = 0; i < g->layers; i++)
@@ -224,7 +225,7 @@ static json_t *text_config(const synth_geom *g)
     json_object_set_new(t, "use_cache", json_true());
     json_object_set_new(t, "use_double_wide_mlp", json_false());
     json_object_set_new(t, "vocab_size", json_integer(g->vocab));
-    json_object_set_new(t, "vocab_size_per_layer_input", json_integer(g->ple ? g->vocab : 0));
+    json_object_set_new(t, "vocab_size_per_layer_input", json_integer(g->own[G4_PLE] ? g->vocab : 0));
     return t;
 }
 

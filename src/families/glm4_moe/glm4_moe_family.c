@@ -65,14 +65,8 @@ static int glm4_moe_expect(const json_t *config, ff_expect *x, ff_err *e)
     if (rc)
         return rc;
     int shared = jsonio_int(config, "n_shared_experts", 0) > 0;
-    memset(x, 0, sizeof *x);
-    x->dense_linears = 4ll * g.layers + 3ll * (g.layers - g.moe_layers) + (shared ? 3ll * g.moe_layers : 0);
-    x->moe_layers = g.moe_layers;
-    x->experts = g.experts;
-    x->expert_linears = (int64_t)g.moe_layers * g.experts * 3;
-    x->routers = g.moe_layers;
-    x->expert_inter = g.moe_intermediate;
-    x->hidden = g.hidden;
+    int64_t dense = 4ll * g.layers + 3ll * (g.layers - g.moe_layers) + (shared ? 3ll * g.moe_layers : 0);
+    ff_decoder_moe_expect(&g, dense, g.experts, g.moe_layers, x);
     return FF_OK;
 }
 
@@ -83,37 +77,33 @@ static const ff_synth_preset glm4_moe_presets[] = {
     {NULL, NULL},
 };
 
+/* one dense layer first, one MTP layer after the last */
+static const synth_geom glm4_moe_real = {   /* GLM-4.5-Air */
+    .moe = 1, .dense_layers = 1, .mtp_layers = 1,
+    .layers = 46, .hidden = 4096, .intermediate = 10944, .vocab = 151552, .heads = 96, .kv_heads = 8, .head_dim = 128,
+    .experts = 128, .top_k = 8, .moe_intermediate = 1408, .shared_intermediate = 1408,
+};
+static const synth_geom glm4_moe_tiny = {
+    .moe = 1, .dense_layers = 1, .mtp_layers = 1,
+    .layers = 4, .hidden = 256, .intermediate = 512, .vocab = 2048, .heads = 4, .kv_heads = 2, .head_dim = 64,
+    .experts = 8, .top_k = 2, .moe_intermediate = 128, .shared_intermediate = 128,
+};
+
 static int glm4_moe_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
 {
     (void)preset;
-    int real, rc = ff_decoder_synth_begin(size, 1, g, &real, e);
-    if (rc)
-        return rc;
-    g->dense_layers = 1;
-    g->mtp_layers = 1;
-    if (real) {   /* GLM-4.5-Air */
-        g->layers = 46; g->hidden = 4096; g->intermediate = 10944; g->vocab = 151552;
-        g->heads = 96; g->kv_heads = 8; g->head_dim = 128;
-        g->experts = 128; g->top_k = 8; g->moe_intermediate = 1408; g->shared_intermediate = 1408;
-    } else {
-        g->layers = 4; g->hidden = 256; g->intermediate = 512; g->vocab = 2048;
-        g->heads = 4; g->kv_heads = 2; g->head_dim = 64;
-        g->experts = 8; g->top_k = 2; g->moe_intermediate = 128; g->shared_intermediate = 128;
-    }
-    return FF_OK;
+    return ff_decoder_synth_sized(size, &glm4_moe_tiny, &glm4_moe_real, g, e);
 }
 
 #define P "model.layers."
+
+static const char *const glm4_moe_experts[3] = {"gate_proj", "up_proj", "down_proj"};
 
 static void moe_layer(const synth_geom *g, synth_list *l, int i)
 {
     synth_add(l, SYNTH_NORMAL, 2, g->experts, g->hidden, 0, P "%d.mlp.gate.weight", i);
     synth_add(l, SYNTH_ONES, 1, g->experts, 0, 0, P "%d.mlp.gate.e_score_correction_bias", i);
-    for (int x = 0; x < g->experts; x++) {
-        synth_add(l, SYNTH_NORMAL, 2, g->moe_intermediate, g->hidden, 0, P "%d.mlp.experts.%d.gate_proj.weight", i, x);
-        synth_add(l, SYNTH_NORMAL, 2, g->moe_intermediate, g->hidden, 0, P "%d.mlp.experts.%d.up_proj.weight", i, x);
-        synth_add(l, SYNTH_NORMAL, 2, g->hidden, g->moe_intermediate, 0, P "%d.mlp.experts.%d.down_proj.weight", i, x);
-    }
+    ff_decoder_synth_experts(l, g, P, i, "mlp.experts", glm4_moe_experts, 2);
     if (g->shared_intermediate)
         ff_decoder_synth_mlp(l, g, P, i, "mlp.shared_experts", g->shared_intermediate);
 }
@@ -164,6 +154,11 @@ static json_t *glm4_moe_synth_config(const synth_geom *g)
 
 static const char *const glm4_moe_implicit_ignore[] = {"lm_head", NULL};
 
+static const ff_synth_knob glm4_moe_knobs[] = {
+    FF_KNOBS_DECODER, FF_KNOB_VOCAB, FF_KNOBS_MOE,
+    FF_KNOBS_END,
+};
+
 const ff_family ff_family_glm4_moe = {
     .name = "glm4_moe",
     .model_types = "glm4_moe",
@@ -176,6 +171,7 @@ const ff_family ff_family_glm4_moe = {
     .geometry = glm4_moe_geometry,
     .implicit_ignore = glm4_moe_implicit_ignore,
     .synth_presets = glm4_moe_presets,
+    .synth_knobs = glm4_moe_knobs,
     .synth_preset = glm4_moe_synth_preset,
     .synth_tensors = glm4_moe_synth_tensors,
     .synth_config = glm4_moe_synth_config,

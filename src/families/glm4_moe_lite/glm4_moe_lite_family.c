@@ -83,6 +83,11 @@ static json_t *glm4_moe_lite_synth_config(const synth_geom *g)
 
 static const char *const glm4_moe_lite_implicit_ignore[] = {"lm_head", NULL};
 
+static const ff_synth_knob glm4_moe_lite_knobs[] = {
+    FF_KNOBS_DECODER, FF_KNOB_VOCAB, FF_KNOBS_MOE,
+    FF_KNOBS_END,
+};
+
 const ff_family ff_family_glm4_moe_lite = {
     .name = "glm4_moe_lite",
     .model_types = "glm4_moe_lite",
@@ -95,6 +100,7 @@ const ff_family ff_family_glm4_moe_lite = {
     .geometry = mla_geometry,
     .implicit_ignore = glm4_moe_lite_implicit_ignore,
     .synth_presets = glm4_moe_lite_presets,
+    .synth_knobs = glm4_moe_lite_knobs,
     .synth_preset = glm4_moe_lite_synth_preset,
     .synth_tensors = glm4_moe_lite_synth_tensors,
     .synth_config = glm4_moe_lite_synth_config,

@@ -140,6 +140,11 @@ static json_t *gpt_oss_synth_config(const synth_geom *g)
 
 static const char *const gpt_oss_implicit_ignore[] = {"lm_head", NULL};
 
+static const ff_synth_knob gpt_oss_knobs[] = {
+    FF_KNOBS_DECODER, FF_KNOB_VOCAB, FF_KNOBS_MOE,
+    FF_KNOBS_END,
+};
+
 const ff_family ff_family_gpt_oss = {
     .name = "gpt_oss",
     .model_types = "gpt_oss",
@@ -153,6 +158,7 @@ const ff_family ff_family_gpt_oss = {
     .note = "vLLM 0.32 cannot load a compressed-tensors NVFP4 gpt-oss (gpt_oss.py has no path for the experts' "
             "biases or global scales); this output is llm-compressor's layout, for transformers",
     .synth_presets = gpt_oss_presets,
+    .synth_knobs = gpt_oss_knobs,
     .synth_preset = gpt_oss_synth_preset,
     .synth_tensors = gpt_oss_synth_tensors,
     .synth_config = gpt_oss_synth_config,

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "decoder.h"
+#include "encoder.h"
 #include "family.h"
 #include "jsonio.h"
 #include "mla.h"
@@ -188,6 +189,11 @@ static int kimi_k25_synth_aux(const synth_geom *g, const char *dir, ff_err *e)
 
 static const char *const kimi_k25_implicit_ignore[] = {"language_model.lm_head", NULL};
 
+static const ff_synth_knob kimi_k25_knobs[] = {
+    FF_KNOBS_DECODER, FF_KNOB_VOCAB, FF_KNOBS_MOE, FF_KNOBS_VISION,
+    FF_KNOBS_END,
+};
+
 const ff_family ff_family_kimi_k25 = {
     .name = "kimi_k25",
     .model_types = "kimi_k25",
@@ -199,8 +205,10 @@ const ff_family ff_family_kimi_k25 = {
     .geometry = kimi_k25_geometry,
     .implicit_ignore = kimi_k25_implicit_ignore,
     .synth_presets = kimi_k25_presets,
+    .synth_knobs = kimi_k25_knobs,
     .synth_preset = kimi_k25_synth_preset,
     .synth_tensors = kimi_k25_synth_tensors,
     .synth_config = kimi_k25_synth_config,
     .synth_aux = kimi_k25_synth_aux,
+    .encoder_bytes = ff_encoder_default_bytes,
 };

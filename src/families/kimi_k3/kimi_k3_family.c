@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "decoder.h"
+#include "encoder.h"
 #include "family.h"
 #include "jsonio.h"
 #include "kimi_k3.h"
@@ -125,6 +126,11 @@ static int kimi_k3_geometry(const json_t *config, ff_geometry *g, ff_err *e)
 
 static const char *const kimi_k3_implicit_ignore[] = {"language_model.lm_head", NULL};
 
+static const ff_synth_knob kimi_k3_knobs[] = {
+    FF_KNOBS_DECODER, FF_KNOB_FULL_EVERY, FF_KNOB_VOCAB, FF_KNOBS_MOE, FF_KNOBS_VISION,
+    FF_KNOBS_END,
+};
+
 const ff_family ff_family_kimi_k3 = {
     .name = "kimi_k3",
     .model_types = "kimi_k3",
@@ -138,8 +144,10 @@ const ff_family ff_family_kimi_k3 = {
     .override_rule = kimi_k3_override,
     .implicit_ignore = kimi_k3_implicit_ignore,
     .synth_presets = k3_synth_presets,
+    .synth_knobs = kimi_k3_knobs,
     .synth_preset = k3_synth_preset,
     .synth_tensors = k3_synth_tensors,
     .synth_config = k3_synth_config,
     .synth_aux = k3_synth_aux,
+    .encoder_bytes = ff_encoder_default_bytes,
 };

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "decoder.h"
+#include "encoder.h"
 #include "family.h"
 #include "jsonio.h"
 
@@ -96,17 +97,10 @@ static int llama4_expect(const json_t *config, ff_expect *x, ff_err *e)
     if (!g)
         return ff_oom(e, "out of memory");
     int rc = llama4_geometry(config, g, e);
-    if (!rc) {
-        memset(x, 0, sizeof *x);
-        /* attention everywhere, a dense MLP off the MoE layers, a shared expert on them */
-        x->dense_linears = 4ll * g->layers + 3ll * (g->layers - g->moe_layers) + 3ll * g->moe_layers;
-        x->moe_layers = g->moe_layers;
-        x->experts = g->moe ? g->experts : 0;
-        x->expert_linears = (int64_t)g->moe_layers * x->experts * 3;
-        x->routers = g->moe_layers;
-        x->expert_inter = g->moe_intermediate;
-        x->hidden = g->hidden;
-    }
+    /* attention everywhere, a dense MLP off the MoE layers, a shared expert on them */
+    if (!rc)
+        ff_decoder_moe_expect(g, 4ll * g->layers + 3ll * (g->layers - g->moe_layers) + 3ll * g->moe_layers,
+                              g->moe ? g->experts : 0, g->moe_layers, x);
     free(g);
     return rc;
 }
@@ -118,25 +112,24 @@ static const ff_synth_preset llama4_presets[] = {
     {NULL, NULL},
 };
 
+/* every 4th layer is NoPE full attention, the rest chunked */
+static const synth_geom llama4_real = {   /* Llama-4-Scout-17B-16E */
+    .moe = 1, .full_every = 4,
+    .layers = 48, .hidden = 5120, .intermediate = 16384, .vocab = 202048, .heads = 40, .kv_heads = 8, .head_dim = 128,
+    .experts = 16, .top_k = 1, .moe_intermediate = 8192,
+    .vision_layers = 34, .vision_hidden = 1408, .vision_intermediate = 5632, .vision_heads = 16,
+};
+static const synth_geom llama4_tiny = {
+    .moe = 1, .full_every = 4,
+    .layers = 4, .hidden = 256, .intermediate = 512, .vocab = 2048, .heads = 4, .kv_heads = 2, .head_dim = 64,
+    .experts = 4, .top_k = 1, .moe_intermediate = 128,
+    .vision_layers = 1, .vision_hidden = 64, .vision_intermediate = 128, .vision_heads = 2,
+};
+
 static int llama4_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
 {
     (void)preset;
-    int real, rc = ff_decoder_synth_begin(size, 1, g, &real, e);
-    if (rc)
-        return rc;
-    g->full_every = 4;   /* every 4th layer is NoPE full attention, the rest chunked */
-    if (real) {          /* Llama-4-Scout-17B-16E */
-        g->layers = 48; g->hidden = 5120; g->intermediate = 16384; g->vocab = 202048;
-        g->heads = 40; g->kv_heads = 8; g->head_dim = 128;
-        g->experts = 16; g->top_k = 1; g->moe_intermediate = 8192;
-        g->vision_layers = 34; g->vision_hidden = 1408; g->vision_intermediate = 5632; g->vision_heads = 16;
-    } else {
-        g->layers = 4; g->hidden = 256; g->intermediate = 512; g->vocab = 2048;
-        g->heads = 4; g->kv_heads = 2; g->head_dim = 64;
-        g->experts = 4; g->top_k = 1; g->moe_intermediate = 128;
-        g->vision_layers = 1; g->vision_hidden = 64; g->vision_intermediate = 128; g->vision_heads = 2;
-    }
-    return FF_OK;
+    return ff_decoder_synth_sized(size, &llama4_tiny, &llama4_real, g, e);
 }
 
 #define P "language_model.model.layers."
@@ -257,6 +250,11 @@ static int llama4_synth_aux(const synth_geom *g, const char *dir, ff_err *e)
 
 static const char *const llama4_implicit_ignore[] = {"language_model.lm_head", "lm_head", NULL};
 
+static const ff_synth_knob llama4_knobs[] = {
+    FF_KNOBS_DECODER, FF_KNOB_FULL_EVERY, FF_KNOB_VOCAB, FF_KNOBS_MOE, FF_KNOBS_VISION,
+    FF_KNOBS_END,
+};
+
 const ff_family ff_family_llama4 = {
     .name = "llama4",
     .model_types = "llama4, llama4_text",
@@ -268,8 +266,10 @@ const ff_family ff_family_llama4 = {
     .geometry = llama4_geometry,
     .implicit_ignore = llama4_implicit_ignore,
     .synth_presets = llama4_presets,
+    .synth_knobs = llama4_knobs,
     .synth_preset = llama4_synth_preset,
     .synth_tensors = llama4_synth_tensors,
     .synth_config = llama4_synth_config,
     .synth_aux = llama4_synth_aux,
+    .encoder_bytes = ff_encoder_default_bytes,
 };

@@ -44,24 +44,29 @@ static const ff_synth_preset minimax_m2_presets[] = {
     {NULL, NULL},
 };
 
+static const synth_geom minimax_m2_real = {   /* MiniMax-M2 */
+    .moe = 1, .layers = 62, .hidden = 3072, .moe_intermediate = 1536, .vocab = 200064,
+    .heads = 48, .kv_heads = 8, .head_dim = 128, .experts = 256, .top_k = 8,
+};
+static const synth_geom minimax_m2_tiny = {
+    .moe = 1, .layers = 4, .hidden = 256, .moe_intermediate = 256, .vocab = 2048,
+    .heads = 4, .kv_heads = 2, .head_dim = 64, .experts = 8, .top_k = 2,
+};
+
 static int minimax_m2_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
 {
     (void)preset;
-    int real, rc = ff_decoder_synth_begin(size, 1, g, &real, e);
+    int rc = ff_decoder_synth_sized(size, &minimax_m2_tiny, &minimax_m2_real, g, e);
     if (rc)
         return rc;
-    if (real) {   /* MiniMax-M2 */
-        g->layers = 62; g->hidden = 3072; g->moe_intermediate = 1536; g->vocab = 200064;
-        g->heads = 48; g->kv_heads = 8; g->head_dim = 128; g->experts = 256; g->top_k = 8;
-    } else {
-        g->layers = 4; g->hidden = 256; g->moe_intermediate = 256; g->vocab = 2048;
-        g->heads = 4; g->kv_heads = 2; g->head_dim = 64; g->experts = 8; g->top_k = 2;
-    }
     g->intermediate = g->moe_intermediate;   /* the config calls the expert width intermediate_size */
     return FF_OK;
 }
 
 #define P "model.layers."
+
+/* Mixtral's names: w1 the gate, w2 the down, w3 the up projection */
+static const char *const minimax_m2_experts[3] = {"w1", "w2", "w3"};
 
 static void attention(const synth_geom *g, synth_list *l, int i)
 {
@@ -81,16 +86,12 @@ static int minimax_m2_synth_tensors(const synth_geom *g, synth_list *l, ff_err *
     int rc = ff_decoder_synth_check(g, e);
     if (rc)
         return rc;
-    int64_t H = g->hidden, I = g->moe_intermediate;
+    int64_t H = g->hidden;
     synth_add(l, SYNTH_NORMAL, 2, g->vocab, H, 0, "lm_head.weight");
     synth_add(l, SYNTH_NORMAL, 2, g->vocab, H, 0, "model.embed_tokens.weight");
     for (int i = 0; i < g->layers; i++) {
         synth_add(l, SYNTH_ONES, 1, g->experts, 0, 0, P "%d.block_sparse_moe.e_score_correction_bias", i);
-        for (int x = 0; x < g->experts; x++) {
-            synth_add(l, SYNTH_NORMAL, 2, I, H, 0, P "%d.block_sparse_moe.experts.%d.w1.weight", i, x);
-            synth_add(l, SYNTH_NORMAL, 2, H, I, 0, P "%d.block_sparse_moe.experts.%d.w2.weight", i, x);
-            synth_add(l, SYNTH_NORMAL, 2, I, H, 0, P "%d.block_sparse_moe.experts.%d.w3.weight", i, x);
-        }
+        ff_decoder_synth_experts(l, g, P, i, "block_sparse_moe.experts", minimax_m2_experts, 1);
         synth_add(l, SYNTH_NORMAL, 2, g->experts, H, 0, P "%d.block_sparse_moe.gate.weight", i);
         attention(g, l, i);
     }
@@ -117,6 +118,12 @@ static json_t *minimax_m2_synth_config(const synth_geom *g)
 
 static const char *const minimax_m2_implicit_ignore[] = {"lm_head", NULL};
 
+/* synth flags: the expert width is --moe-intermediate (the config's intermediate_size): no dense MLP to set */
+static const ff_synth_knob minimax_m2_knobs[] = {
+    FF_KNOB_LAYERS, FF_KNOB_HIDDEN, FF_KNOB_HEADS, FF_KNOB_KV_HEADS, FF_KNOB_HEAD_DIM, FF_KNOB_VOCAB, FF_KNOBS_MOE,
+    FF_KNOBS_END,
+};
+
 const ff_family ff_family_minimax_m2 = {
     .name = "minimax_m2",
     .model_types = "minimax_m2",
@@ -129,6 +136,7 @@ const ff_family ff_family_minimax_m2 = {
     .geometry = ff_decoder_all_sparse_geometry,
     .implicit_ignore = minimax_m2_implicit_ignore,
     .synth_presets = minimax_m2_presets,
+    .synth_knobs = minimax_m2_knobs,
     .synth_preset = minimax_m2_synth_preset,
     .synth_tensors = minimax_m2_synth_tensors,
     .synth_config = minimax_m2_synth_config,

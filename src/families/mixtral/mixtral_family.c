@@ -41,24 +41,29 @@ static const ff_synth_preset mixtral_presets[] = {
     {NULL, NULL},
 };
 
+static const synth_geom mixtral_real = {   /* Mixtral-8x7B */
+    .moe = 1, .layers = 32, .hidden = 4096, .moe_intermediate = 14336, .vocab = 32000,
+    .heads = 32, .kv_heads = 8, .head_dim = 128, .experts = 8, .top_k = 2,
+};
+static const synth_geom mixtral_tiny = {
+    .moe = 1, .layers = 4, .hidden = 256, .moe_intermediate = 512, .vocab = 2048,
+    .heads = 4, .kv_heads = 2, .head_dim = 64, .experts = 8, .top_k = 2,
+};
+
 static int mixtral_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
 {
     (void)preset;
-    int real, rc = ff_decoder_synth_begin(size, 1, g, &real, e);
+    int rc = ff_decoder_synth_sized(size, &mixtral_tiny, &mixtral_real, g, e);
     if (rc)
         return rc;
-    if (real) {   /* Mixtral-8x7B */
-        g->layers = 32; g->hidden = 4096; g->moe_intermediate = 14336; g->vocab = 32000;
-        g->heads = 32; g->kv_heads = 8; g->head_dim = 128; g->experts = 8; g->top_k = 2;
-    } else {
-        g->layers = 4; g->hidden = 256; g->moe_intermediate = 512; g->vocab = 2048;
-        g->heads = 4; g->kv_heads = 2; g->head_dim = 64; g->experts = 8; g->top_k = 2;
-    }
     g->intermediate = g->moe_intermediate;   /* Mixtral's config calls the expert width intermediate_size */
     return FF_OK;
 }
 
 #define P "model.layers."
+
+/* w1 the gate, w2 the down, w3 the up projection, saved in that order */
+static const char *const mixtral_experts[3] = {"w1", "w2", "w3"};
 
 static int mixtral_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
 {
@@ -69,11 +74,7 @@ static int mixtral_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
     for (int i = 0; i < g->layers; i++) {
         ff_decoder_synth_attention(l, g, P, i, 0, 0);
         synth_add(l, SYNTH_NORMAL, 2, g->experts, g->hidden, 0, P "%d.block_sparse_moe.gate.weight", i);
-        for (int x = 0; x < g->experts; x++) {
-            synth_add(l, SYNTH_NORMAL, 2, g->moe_intermediate, g->hidden, 0, P "%d.block_sparse_moe.experts.%d.w1.weight", i, x);
-            synth_add(l, SYNTH_NORMAL, 2, g->hidden, g->moe_intermediate, 0, P "%d.block_sparse_moe.experts.%d.w2.weight", i, x);
-            synth_add(l, SYNTH_NORMAL, 2, g->moe_intermediate, g->hidden, 0, P "%d.block_sparse_moe.experts.%d.w3.weight", i, x);
-        }
+        ff_decoder_synth_experts(l, g, P, i, "block_sparse_moe.experts", mixtral_experts, 1);
     }
     synth_add(l, SYNTH_ONES, 1, g->hidden, 0, 0, "model.norm.weight");
     synth_add(l, SYNTH_NORMAL, 2, g->vocab, g->hidden, 0, "lm_head.weight");
@@ -93,6 +94,12 @@ static json_t *mixtral_synth_config(const synth_geom *g)
 
 static const char *const mixtral_implicit_ignore[] = {"lm_head", NULL};
 
+/* synth flags: the expert width is --moe-intermediate (the config's intermediate_size): no dense MLP to set */
+static const ff_synth_knob mixtral_knobs[] = {
+    FF_KNOB_LAYERS, FF_KNOB_HIDDEN, FF_KNOB_HEADS, FF_KNOB_KV_HEADS, FF_KNOB_HEAD_DIM, FF_KNOB_VOCAB, FF_KNOBS_MOE,
+    FF_KNOBS_END,
+};
+
 const ff_family ff_family_mixtral = {
     .name = "mixtral",
     .model_types = "mixtral",
@@ -104,6 +111,7 @@ const ff_family ff_family_mixtral = {
     .geometry = ff_decoder_all_sparse_geometry,
     .implicit_ignore = mixtral_implicit_ignore,
     .synth_presets = mixtral_presets,
+    .synth_knobs = mixtral_knobs,
     .synth_preset = mixtral_synth_preset,
     .synth_tensors = mixtral_synth_tensors,
     .synth_config = mixtral_synth_config,

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "decoder.h"
+#include "encoder.h"
 #include "family.h"
 #include "jsonio.h"
 #include "qwen_hybrid.h"
@@ -244,6 +245,11 @@ static int qwen3_5_synth_aux(const synth_geom *g, const char *dir, ff_err *e)
 
 static const char *const qwen3_5_implicit_ignore[] = {"lm_head", NULL};
 
+static const ff_synth_knob qwen3_5_knobs[] = {
+    FF_KNOBS_DECODER, FF_KNOB_FULL_EVERY, FF_KNOB_VOCAB, FF_KNOBS_MOE, FF_KNOBS_VISION,
+    FF_KNOBS_END,
+};
+
 const ff_family ff_family_qwen3_5 = {
     .name = "qwen3_5",
     .model_types = "qwen3_5_moe, qwen3_5_moe_text, qwen3_5, qwen3_5_text",
@@ -256,8 +262,10 @@ const ff_family ff_family_qwen3_5 = {
     .geometry = qh_geometry,
     .implicit_ignore = qwen3_5_implicit_ignore,
     .synth_presets = qwen3_5_presets,
+    .synth_knobs = qwen3_5_knobs,
     .synth_preset = qwen3_5_synth_preset,
     .synth_tensors = qwen3_5_synth_tensors,
     .synth_config = qwen3_5_synth_config,
     .synth_aux = qwen3_5_synth_aux,
+    .encoder_bytes = ff_encoder_default_bytes,
 };

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "decoder.h"
+#include "encoder.h"
 #include "family.h"
 #include "jsonio.h"
 #include "qwen_hybrid.h"
@@ -123,6 +124,11 @@ static json_t *qwen3_next_synth_config(const synth_geom *g)
 
 static const char *const qwen3_next_implicit_ignore[] = {"lm_head", NULL};
 
+static const ff_synth_knob qwen3_next_knobs[] = {
+    FF_KNOBS_DECODER, FF_KNOB_FULL_EVERY, FF_KNOB_VOCAB, FF_KNOBS_MOE,
+    FF_KNOBS_END,
+};
+
 const ff_family ff_family_qwen3_next = {
     .name = "qwen3_next",
     .model_types = "qwen3_next",
@@ -135,8 +141,11 @@ const ff_family ff_family_qwen3_next = {
     .geometry = qh_geometry,
     .implicit_ignore = qwen3_next_implicit_ignore,
     .synth_presets = qwen3_next_presets,
+    .synth_knobs = qwen3_next_knobs,
     .synth_preset = qwen3_next_synth_preset,
     .synth_tensors = qwen3_next_synth_tensors,
     .synth_config = qwen3_next_synth_config,
     .synth_aux = ff_decoder_synth_aux,
+    /* qh_geometry reads a vision_config, as Qwen3.5 has */
+    .encoder_bytes = ff_encoder_default_bytes,
 };

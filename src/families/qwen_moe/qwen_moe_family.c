@@ -93,14 +93,9 @@ static int qwen_moe_expect(const json_t *config, ff_expect *x, ff_err *e)
     if (rc)
         return rc;
     int shared = has_shared_expert(config);
-    memset(x, 0, sizeof *x);
-    x->dense_linears = 4ll * g.layers + 3ll * (g.layers - g.moe_layers) + (shared ? 3ll * g.moe_layers : 0);
-    x->moe_layers = g.moe_layers;
-    x->experts = g.moe ? g.experts : 0;
-    x->expert_linears = (int64_t)g.moe_layers * x->experts * 3;
-    x->routers = (int64_t)g.moe_layers * (shared ? 2 : 1);
-    x->expert_inter = g.moe_intermediate;
-    x->hidden = g.hidden;
+    int64_t dense = 4ll * g.layers + 3ll * (g.layers - g.moe_layers) + (shared ? 3ll * g.moe_layers : 0);
+    /* a shared expert has its own gate (shared_expert_gate), kept like the router */
+    ff_decoder_moe_expect(&g, dense, g.moe ? g.experts : 0, (int64_t)g.moe_layers * (shared ? 2 : 1), x);
     return FF_OK;
 }
 
@@ -112,31 +107,33 @@ static const ff_synth_preset qwen_moe_presets[] = {
     {NULL, NULL},
 };
 
+static const synth_geom qwen3_moe_real = {   /* Qwen3-30B-A3B */
+    .moe = 1, .layers = 48, .hidden = 2048, .intermediate = 6144, .vocab = 151936, .heads = 32, .kv_heads = 4,
+    .head_dim = 128, .experts = 128, .top_k = 8, .moe_intermediate = 768,
+};
+static const synth_geom qwen2_moe_real = {   /* Qwen1.5-MoE-A2.7B */
+    .moe = 1, .layers = 24, .hidden = 2048, .intermediate = 5632, .vocab = 151936, .heads = 16, .kv_heads = 16,
+    .head_dim = 128, .experts = 60, .top_k = 4, .moe_intermediate = 1408, .shared_intermediate = 5632,
+};
+static const synth_geom qwen3_moe_tiny = {
+    .moe = 1, .layers = 4, .hidden = 256, .intermediate = 512, .vocab = 2048, .heads = 4, .kv_heads = 2,
+    .head_dim = 64, .experts = 8, .top_k = 2, .moe_intermediate = 128,
+};
+static const synth_geom qwen2_moe_tiny = {
+    .moe = 1, .layers = 4, .hidden = 256, .intermediate = 512, .vocab = 2048, .heads = 4, .kv_heads = 2,
+    .head_dim = 64, .experts = 8, .top_k = 2, .moe_intermediate = 128, .shared_intermediate = 256,
+};
+
 static int qwen_moe_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
 {
-    int q2 = strcmp(preset, "qwen2-moe") == 0, real = strcmp(size, "real") == 0;
-    if (!real && strcmp(size, "tiny") != 0)
-        return ff_fail(e, FF_EUSAGE, "unknown --size %s (tiny|real)", size);
-    memset(g, 0, sizeof *g);
-    g->moe = 1;
-    g->seed = 1;
-    if (real && !q2) {       /* Qwen3-30B-A3B */
-        g->layers = 48; g->hidden = 2048; g->intermediate = 6144; g->vocab = 151936;
-        g->heads = 32; g->kv_heads = 4; g->head_dim = 128;
-        g->experts = 128; g->top_k = 8; g->moe_intermediate = 768;
-    } else if (real) {       /* Qwen1.5-MoE-A2.7B */
-        g->layers = 24; g->hidden = 2048; g->intermediate = 5632; g->vocab = 151936;
-        g->heads = 16; g->kv_heads = 16; g->head_dim = 128;
-        g->experts = 60; g->top_k = 4; g->moe_intermediate = 1408; g->shared_intermediate = 5632;
-    } else {
-        g->layers = 4; g->hidden = 256; g->intermediate = 512; g->vocab = 2048;
-        g->heads = 4; g->kv_heads = 2; g->head_dim = 64;
-        g->experts = 8; g->top_k = 2; g->moe_intermediate = 128; g->shared_intermediate = q2 ? 256 : 0;
-    }
-    return FF_OK;
+    int q2 = strcmp(preset, "qwen2-moe") == 0;
+    return q2 ? ff_decoder_synth_sized(size, &qwen2_moe_tiny, &qwen2_moe_real, g, e)
+              : ff_decoder_synth_sized(size, &qwen3_moe_tiny, &qwen3_moe_real, g, e);
 }
 
 #define P "model.layers."
+
+static const char *const qwen_moe_experts[3] = {"gate_proj", "up_proj", "down_proj"};
 
 static int qwen_moe_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
 {
@@ -152,11 +149,7 @@ static int qwen_moe_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
             continue;
         }
         synth_add(l, SYNTH_NORMAL, 2, g->experts, g->hidden, 0, P "%d.mlp.gate.weight", i);
-        for (int x = 0; x < g->experts; x++) {
-            synth_add(l, SYNTH_NORMAL, 2, g->moe_intermediate, g->hidden, 0, P "%d.mlp.experts.%d.gate_proj.weight", i, x);
-            synth_add(l, SYNTH_NORMAL, 2, g->moe_intermediate, g->hidden, 0, P "%d.mlp.experts.%d.up_proj.weight", i, x);
-            synth_add(l, SYNTH_NORMAL, 2, g->hidden, g->moe_intermediate, 0, P "%d.mlp.experts.%d.down_proj.weight", i, x);
-        }
+        ff_decoder_synth_experts(l, g, P, i, "mlp.experts", qwen_moe_experts, 2);
         if (g->shared_intermediate) {
             ff_decoder_synth_mlp(l, g, P, i, "mlp.shared_expert", g->shared_intermediate);
             synth_add(l, SYNTH_NORMAL, 2, 1, g->hidden, 0, P "%d.mlp.shared_expert_gate.weight", i);
@@ -187,6 +180,11 @@ static json_t *qwen_moe_synth_config(const synth_geom *g)
 
 static const char *const qwen_moe_implicit_ignore[] = {"lm_head", NULL};
 
+static const ff_synth_knob qwen_moe_knobs[] = {
+    FF_KNOBS_DECODER, FF_KNOB_VOCAB, FF_KNOBS_MOE,
+    FF_KNOBS_END,
+};
+
 const ff_family ff_family_qwen_moe = {
     .name = "qwen_moe",
     .model_types = "qwen3_moe, qwen2_moe",
@@ -198,6 +196,7 @@ const ff_family ff_family_qwen_moe = {
     .geometry = qwen_moe_geometry,
     .implicit_ignore = qwen_moe_implicit_ignore,
     .synth_presets = qwen_moe_presets,
+    .synth_knobs = qwen_moe_knobs,
     .synth_preset = qwen_moe_synth_preset,
     .synth_tensors = qwen_moe_synth_tensors,
     .synth_config = qwen_moe_synth_config,
