@@ -20,6 +20,9 @@ LIBDIRS := $(sort $(dir $(wildcard src/*/*.c src/*/*/*.c)))
 # and tests see the same, so a public header never needs a path prefix.
 INC     := -Iinclude/fp4forge $(addprefix -I,$(LIBDIRS))
 CFLAGS  += $(CSTD) $(WARN) $(OPT) $(DEPS_CFLAGS) $(INC)
+# The CLI sees the public headers only: it fills requests and prints, and a
+# private header it needed would mean library work had leaked into it.
+CLIFLAGS := $(CSTD) $(WARN) $(OPT) $(DEPS_CFLAGS) -Iinclude/fp4forge -Icli
 
 SRC     := $(sort $(wildcard src/*/*.c src/*/*/*.c))
 HDR     := $(wildcard include/fp4forge/*.h src/*/*.h src/*/*/*.h)
@@ -56,7 +59,7 @@ $(B)/libfp4forge.a: $(OBJ)
 	ar rcs $@ $^
 
 $(B)/fp4forge: $(CLISRC) $(CLIHDR) $(B)/libfp4forge.a
-	$(CC) $(CFLAGS) -Icli $(CLISRC) $(B)/libfp4forge.a $(LIBS) -o $@
+	$(CC) $(CLIFLAGS) $(CLISRC) $(B)/libfp4forge.a $(LIBS) -o $@
 
 $(B)/tobj/%.o: src/%.c $(HDR)
 	@mkdir -p $(@D)
@@ -66,14 +69,14 @@ $(B)/libfp4forge-san.a: $(TOBJ)
 	ar rcs $@ $^
 
 $(B)/fp4forge-san: $(CLISRC) $(CLIHDR) $(B)/libfp4forge-san.a
-	$(CC) $(CFLAGS) $(SAN) -Icli $(CLISRC) $(B)/libfp4forge-san.a $(LIBS) -o $@
+	$(CC) $(CLIFLAGS) $(SAN) $(CLISRC) $(B)/libfp4forge-san.a $(LIBS) -o $@
 
 # The sanitizer build once more, with every allocation the library, the CLI
 # and jansson make passing through tests/faultsim/faultsim.c, which fails the
 # Nth one on request (tests/golden/t_faultsim.sh counts down through them).
 FAULTWRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup
 $(B)/fp4forge-faultsim: $(CLISRC) $(CLIHDR) $(B)/libfp4forge-san.a tests/faultsim/faultsim.c
-	$(CC) $(CFLAGS) $(SAN) -Icli $(CLISRC) tests/faultsim/faultsim.c $(B)/libfp4forge-san.a $(LIBS) $(FAULTWRAP) -o $@
+	$(CC) $(CLIFLAGS) $(SAN) $(CLISRC) tests/faultsim/faultsim.c $(B)/libfp4forge-san.a $(LIBS) $(FAULTWRAP) -o $@
 
 $(B)/tests/%: tests/unit/%.c tests/unit/unit.h $(B)/libfp4forge-san.a
 	@mkdir -p $(@D)
