@@ -74,6 +74,16 @@ drop() {   # drop FORMAT LAYERS: a checkpoint this run may remove
     [ "$KEEP" = 1 ] || [ "$(dir_of "$1" "$2")" = "$FP8DIR/ds-L$2" ] || rm -rf "$(dir_of "$1" "$2")"
 }
 best() { sort -n | head -1; }
+# t_write BYTES: seconds to write that many bytes into a fresh file from memory,
+# 1 MB a call as fp4forge writes (bench/run's "output write alone"): a job
+# cannot beat writing its output, and on a VM whose dirty limit is below the
+# output, that is the disk's speed, not the page cache's
+t_write() {
+    rm -f "$DIR/write.tmp"; sync
+    local t0 t1; t0=$(date +%s.%N)
+    dd if=/dev/zero of="$DIR/write.tmp" bs=1M count="$1" iflag=count_bytes status=none
+    t1=$(date +%s.%N); rm -f "$DIR/write.tmp"; awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}'
+}
 secs() { local t0 t1; t0=$(date +%s.%N); "$@" > /dev/null 2>&1; t1=$(date +%s.%N); awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}'; }
 quant() { "$FF" quantize "$1" "$OUT" "${T[@]}" --no-doctor --quiet --force || echo "quantize failed" >&2; }
 # timed RUNS times, the last output removed and its dirty pages written first
@@ -118,17 +128,20 @@ measure() {
     big=$(synth "$fmt" "$L"); b=$(bytes "$big"); p=$(packed "$big")
     tc=$(timed cat "$big"/*.safetensors)
     tq=$(timed quant "$big")
-    el=$(elements "$OUT"); rb=$(( $(rss "$big") / 1024 )); rm -rf "$OUT"; drop "$fmt" "$L"
-    awk -v f="$fmt" -v b="$b" -v p="$p" -v c="$tc" -v q="$tq" -v e="$el" -v rs="$rs" -v rb="$rb" -v bs="$bs" 'BEGIN{
-        printf "%-10s %6.2f %7.2f %7.2f %9.2f %6.3fx %8.2f   %5d MB at %.2f GB, %5d MB at %.2f GB\n",
-               f, b / 1e9, p / 1e9, b / 1e9 / c, b / 1e9 / q, c / q, e / q / 1e9, rs, bs / 1e9, rb, b / 1e9 }'
+    el=$(elements "$OUT"); ob=$(bytes "$OUT"); rb=$(( $(rss "$big") / 1024 )); rm -rf "$OUT"; drop "$fmt" "$L"
+    tw=$(for i in $(seq "$RUNS"); do t_write "$ob"; done | best)
+    awk -v f="$fmt" -v b="$b" -v p="$p" -v c="$tc" -v q="$tq" -v w="$tw" -v e="$el" -v rs="$rs" -v rb="$rb" -v bs="$bs" 'BEGIN{
+        printf "%-10s %6.2f %7.2f %7.2f %9.2f %6.3fx %7.3fx %8.2f   %5d MB at %.2f GB, %5d MB at %.2f GB\n",
+               f, b / 1e9, p / 1e9, b / 1e9 / c, b / 1e9 / q, c / q, w / q, e / q / 1e9, rs, bs / 1e9, rb, b / 1e9 }'
 }
 
 echo "$ARCH geometry, $EXPERTS experts, $L layers (RSS also at 4); page-cached, best of $RUNS; threads: ${THREADS:-all}"
-printf "%-10s %6s %7s %7s %9s %7s %8s   %s\n" source GB packed "cat/s" "quant/s" "q/cat" "Gelem/s" "peak RSS"
+printf "%-10s %6s %7s %7s %9s %7s %8s %8s   %s\n" source GB packed "cat/s" "quant/s" "q/cat" "q/write" "Gelem/s" "peak RSS"
 for fmt in $FORMATS; do
     measure "$fmt"
 done
+echo "q/cat: cat's time over quantize's; q/write: writing quantize's output alone (dd, 1 MB calls) over"
+echo "quantize's, 1.0x when the job runs as fast as its own writes; Gelem/s: elements quantized a second"
 if [ "$BOUND" = 1 ]; then
     # no decoding: what reading bf16, the amax and quantizing passes and the
     # writes cost alone. It reads 2 bytes an element where FP8 reads 1 and
