@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "doctor_int.h"
+#include "doctor_check.h"
 #include "fsutil.h"
 #include "gemma4.h"
 #include "jsonio.h"
