@@ -22,7 +22,10 @@ const cli_spec dequantize_spec = {
     "Writes a bf16 checkpoint from an NVFP4 one: each module's weight_packed, weight_scale and\n"
     "weight_global_scale become <module>.weight BF16 [out, in] = bf16(code * (fp8 scale /\n"
     "global scale)) computed in f32 (what compressed-tensors' decompressor does); every other\n"
-    "tensor is copied, in the same order. config.json loses quantization_config; other files\n"
+    "tensor is copied, in the same order. A mixed output's FP8 weight-only modules (quantize\n"
+    "--fp8: weight F8_E4M3, weight_scale per row) become <module>.weight = code * scale rounded\n"
+    "to the scale's dtype (compressed-tensors' naive decompressor). A NaN, zero or negative\n"
+    "scale is refused, naming the tensor. config.json loses quantization_config; other files\n"
     "are copied. Output is staged in OUT_DIR.partial-PID and renamed into place when complete.",
     options, 2, 2, NULL,
 };

@@ -27,6 +27,9 @@ const cli_spec verify_spec = {
     "(q/k/v, gate/up, each expert's gate/up) share one global scale, routers, vision,\n"
     "embeddings, norms and lm_head are not quantized, the ignore list equals the Linears left\n"
     "unquantized, tokenizer.json has truncation null, quantization_config is nvfp4 A16.\n"
+    "A mixed output (quantize --fp8): FP8 weight-only modules have an F8_E4M3 weight and a\n"
+    "positive finite scale per row; each quantized module is in exactly one config group of\n"
+    "its format (naive-quantized, nvfp4-pack-quantized); their error is reported apart.\n"
     "With --against SRC_DIR: every source tensor is in the output (quantized or kept) and\n"
     "nothing else, kept tensors are byte-identical, and each quantized tensor's relative error\n"
     "and SNR against the source are within limits. Exit 0 pass, 6 fail, 1 unreadable input.",

@@ -8,6 +8,7 @@
 #include "dtype.h"
 #include "inspect.h"
 #include "jsonio.h"
+#include "decode_fp8.h"
 
 typedef struct side {
     ckpt c;
@@ -247,6 +248,104 @@ static json_t *value_diff(const ckpt *a, const ckpt *b, json_t *r)
     return list;
 }
 
+/* ---- schemes: NVFP4A16, FP8 weight-only (quantize --fp8), kept -------------- */
+
+enum { SCH_NONE, SCH_KEPT, SCH_NVFP4, SCH_FP8 };
+static const char *const scheme_word[] = {"absent", "kept in its dtype", "NVFP4A16", "FP8 weight-only"};
+
+/* The scheme module m has in c. */
+static int scheme_of(const ckpt *c, const char *m)
+{
+    size_t n = strlen(m);
+    const ckpt_tensor *w = ckpt_find_join(c, m, n, ".weight");
+    if (ckpt_find_join(c, m, n, ".weight_packed"))
+        return SCH_NVFP4;
+    if (w && fp8_part(c, w->st->name) == 1)
+        return SCH_FP8;
+    return w ? SCH_KEPT : SCH_NONE;
+}
+
+/* "<m>" of a tensor naming a quantized module (either scheme), else NULL. */
+static const char *quant_module(const ckpt *c, const char *name, char *buf, size_t n)
+{
+    size_t len = strlen(name);
+    if (len > 14 && strcmp(name + len - 14, ".weight_packed") == 0 && len - 14 < n) {
+        memcpy(buf, name, len - 14);
+        buf[len - 14] = 0;
+        return buf;
+    }
+    return fp8_part(c, name) == 1 ? fp8_module_of(c, name, buf, n) : NULL;
+}
+
+static void count_into(json_t *o, const ckpt *c, char *buf, size_t n)
+{
+    json_int_t nv = 0, f8 = 0;
+    for (size_t i = 0; i < c->ntensors; i++)
+        if (quant_module(c, c->tensors[i].st->name, buf, n)) {
+            int k = scheme_of(c, buf);
+            nv += k == SCH_NVFP4;
+            f8 += k == SCH_FP8;
+        }
+    json_object_set_new(o, "nvfp4", json_integer(nv));
+    json_object_set_new(o, "fp8", json_integer(f8));
+}
+
+/* Modules of x quantized with another scheme in y (or kept there), added to
+ * by[scheme in x][scheme in y]; one direction, so a module is listed once
+ * when y_too is 0 and it is quantized on both sides. */
+static void scheme_pairs(const ckpt *x, const ckpt *y, int x_is_a, int skip_both, json_t *by[4][4], char *buf, size_t n)
+{
+    for (size_t i = 0; i < x->ntensors; i++) {
+        if (!quant_module(x, x->tensors[i].st->name, buf, n))
+            continue;
+        int kx = scheme_of(x, buf), ky = scheme_of(y, buf);
+        if (kx == ky || ky == SCH_NONE || (skip_both && ky >= SCH_NVFP4))
+            continue;
+        json_array_append_new(x_is_a ? by[kx][ky] : by[ky][kx], jsonio_string(buf));
+    }
+}
+
+/* Only when a side holds FP8 modules: an NVFP4-only diff stays as it was. */
+static void scheme_diff(json_t *r, const ckpt *a, const ckpt *b)
+{
+    size_t longest = 0;
+    for (size_t i = 0; i < a->ntensors; i++)
+        longest = strlen(a->tensors[i].st->name) > longest ? strlen(a->tensors[i].st->name) : longest;
+    for (size_t i = 0; i < b->ntensors; i++)
+        longest = strlen(b->tensors[i].st->name) > longest ? strlen(b->tensors[i].st->name) : longest;
+    char *buf = malloc(longest + 1);
+    if (!buf)
+        return;   /* the scheme lines are a summary: the table above has the counts */
+    json_t *sa = json_object(), *sb = json_object(), *by[4][4], *list = json_array();
+    count_into(sa, a, buf, longest + 1);
+    count_into(sb, b, buf, longest + 1);
+    if (!jsonio_int(sa, "fp8", 0) && !jsonio_int(sb, "fp8", 0)) {
+        json_decref(sa);
+        json_decref(sb);
+        json_decref(list);
+        free(buf);
+        return;
+    }
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 4; k++)
+            by[i][k] = json_array();
+    scheme_pairs(a, b, 1, 0, by, buf, longest + 1);
+    scheme_pairs(b, a, 0, 1, by, buf, longest + 1);
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 4; k++) {
+            if (json_array_size(by[i][k])) {
+                char what[96];
+                snprintf(what, sizeof what, "%s in A, %s in B", scheme_word[i], scheme_word[k]);
+                json_array_append_new(list, json_pack("{ss so}", "what", what, "groups", insp_group_names(by[i][k])));
+            }
+            json_decref(by[i][k]);
+        }
+    json_object_set_new(r, "schemes_a", sa);
+    json_object_set_new(r, "schemes_b", sb);
+    json_object_set_new(r, "scheme_differs", list);
+    free(buf);
+}
+
 static void fill(json_t *r, const side *A, const side *B)
 {
     json_t *empty = json_array();
@@ -267,6 +366,7 @@ static void fill(json_t *r, const side *A, const side *B)
     int same = json_array_size(ta) == 0 && json_array_size(oa) == 0 && json_array_size(ob) == 0 &&
                json_array_size(sh) == 0 && json_array_size(im) == 0 && json_array_size(ie) == 0;
     json_object_set_new(r, "same", json_boolean(same));
+    scheme_diff(r, &A->c, &B->c);
     json_decref(oa);
     json_decref(ob);
     json_decref(sh);
@@ -348,6 +448,13 @@ void diff_print(const json_t *r, FILE *out)
         fprintf(out, "  table  %-10s %-8s %-22s A %lld  B %lld\n", jsonio_str(v, "family", ""),
                 jsonio_str(v, "dtype", ""), jsonio_str(v, "suffix", ""), (long long)jsonio_int(v, "a", 0),
                 (long long)jsonio_int(v, "b", 0));
+    const json_t *sa = json_object_get(r, "schemes_a"), *sb = json_object_get(r, "schemes_b");
+    if (sa && sb)
+        fprintf(out, "  schemes  A %lld NVFP4A16, %lld FP8 weight-only | B %lld NVFP4A16, %lld FP8 weight-only\n",
+                (long long)jsonio_int(sa, "nvfp4", 0), (long long)jsonio_int(sa, "fp8", 0),
+                (long long)jsonio_int(sb, "nvfp4", 0), (long long)jsonio_int(sb, "fp8", 0));
+    json_array_foreach(json_object_get(r, "scheme_differs"), i, v)
+        print_groups(out, json_object_get(v, "groups"), jsonio_str(v, "what", ""));
     print_groups(out, json_object_get(r, "ignore_missing_in_b"), "missing from B's ignore list");
     print_groups(out, json_object_get(r, "ignore_extra_in_b"), "extra in B's ignore list");
     print_groups(out, json_object_get(r, "only_in_a"), "tensors only in A");

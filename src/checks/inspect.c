@@ -8,6 +8,7 @@
 #include "decode.h"
 #include "jsonio.h"
 #include "siphash.h"
+#include "decode_fp8.h"
 
 static const char *last_component(const char *name)
 {
@@ -200,6 +201,54 @@ void insp_free(insp *s)
     memset(s, 0, sizeof *s);
 }
 
+/* Quantized modules by scheme: NVFP4A16 by their weight_packed, FP8
+ * weight-only by an FP8 module's weight (decode_fp8.h). */
+static void count_schemes(const insp *s, size_t *nv, size_t *fp8)
+{
+    size_t longest = 0;
+    *nv = *fp8 = 0;
+    for (size_t i = 0; i < s->c->ntensors; i++)
+        longest = strlen(s->c->tensors[i].st->name) > longest ? strlen(s->c->tensors[i].st->name) : longest;
+    char *buf = malloc(longest + 1);
+    for (size_t i = 0; buf && i < s->c->ntensors; i++) {
+        const char *name = s->c->tensors[i].st->name;
+        *nv += dq_module_of(name, buf, longest + 1) != NULL;
+        *fp8 += fp8_part(s->c, name) == 1;
+    }
+    free(buf);
+}
+
+/* A mixed output's groups, each with its scheme: the first group's weights
+ * alone would call the whole model FP8 (or NVFP4). */
+static json_t *groups_summary(const json_t *groups)
+{
+    json_t *arr = json_array();
+    const char *k;
+    json_t *g;
+    json_object_foreach((json_t *)groups, k, g) {
+        const json_t *w = json_object_get(g, "weights");
+        json_array_append_new(arr, json_pack("{ss ss sI ss ss sI sI}", "name", k, "format", jsonio_str(g, "format", ""),
+                                             "num_bits", (json_int_t)jsonio_int(w, "num_bits", 0), "type",
+                                             jsonio_str(w, "type", ""), "strategy", jsonio_str(w, "strategy", ""),
+                                             "group_size", (json_int_t)jsonio_int(w, "group_size", 0), "targets",
+                                             (json_int_t)json_array_size(json_object_get(g, "targets"))));
+    }
+    return arr;
+}
+
+/* Mixed output (quantize --fp8): "schemes" and "groups" added; an
+ * NVFP4-only summary is left as it was. */
+static void mixed_summary(const insp *s, json_t *o)
+{
+    size_t nv, fp8;
+    const char *fmt = jsonio_str(s->qcfg, "format", "");
+    count_schemes(s, &nv, &fp8);
+    if (!fp8 && strcmp(fmt, "mixed-precision") != 0 && strcmp(fmt, FP8_FORMAT) != 0)
+        return;
+    json_object_set_new(o, "schemes", json_pack("{sI sI}", "nvfp4", (json_int_t)nv, "fp8", (json_int_t)fp8));
+    json_object_set_new(o, "groups", groups_summary(json_object_get(s->qcfg, "config_groups")));
+}
+
 /* The few fields of quantization_config a deploy gate reads. */
 static json_t *qcfg_summary(const insp *s)
 {
@@ -227,6 +276,7 @@ static json_t *qcfg_summary(const insp *s)
     json_object_set(o, "input_activations", ia ? ia : json_null());
     const json_t *ig = insp_ignore(s);
     json_object_set_new(o, "ignore", json_integer(ig ? (json_int_t)json_array_size(ig) : 0));
+    mixed_summary(s, o);
     return o;
 }
 
@@ -275,6 +325,26 @@ static int row_cmp(const void *a, const void *b)
     return c ? c : strcmp(x->suffix, y->suffix);
 }
 
+static void print_mixed(const json_t *q, FILE *out)
+{
+    const json_t *sc = json_object_get(q, "schemes"), *g;
+    size_t i;
+    if (!sc)
+        return;
+    fprintf(out, "  schemes    %lld NVFP4A16, %lld FP8 weight-only (weight F8_E4M3, weight_scale per row), %lld "
+                 "Linears kept in their dtype (ignore)\n", (long long)jsonio_int(sc, "nvfp4", 0),
+            (long long)jsonio_int(sc, "fp8", 0), (long long)jsonio_int(q, "ignore", 0));
+    json_array_foreach(json_object_get(q, "groups"), i, g)
+    {
+        char gs[32] = "";
+        if (jsonio_int(g, "group_size", 0))
+            snprintf(gs, sizeof gs, "/%lld", (long long)jsonio_int(g, "group_size", 0));
+        fprintf(out, "  group      %s %s: %lld-bit %s %s%s, %lld targets\n", jsonio_str(g, "name", "?"),
+                jsonio_str(g, "format", "?"), (long long)jsonio_int(g, "num_bits", 0), jsonio_str(g, "type", "?"),
+                jsonio_str(g, "strategy", "?"), gs, (long long)jsonio_int(g, "targets", 0));
+    }
+}
+
 void insp_print(const insp *s, FILE *out)
 {
     const insp_class *k = &s->cls;
@@ -301,11 +371,17 @@ void insp_print(const insp *s, FILE *out)
     json_t *q = qcfg_summary(s);
     if (json_is_object(q)) {
         const json_t *w = json_object_get(q, "weights"), *ia = json_object_get(q, "input_activations");
-        fprintf(out, "  quant      %s, format %s, weights %lld-bit %s %s/%lld, %lld ignored\n",
-                jsonio_str(q, "quant_method", "?"), jsonio_str(q, "format", "?"),
-                (long long)jsonio_int(w, "num_bits", 0), jsonio_str(w, "type", "?"),
-                jsonio_str(w, "strategy", "?"), (long long)jsonio_int(w, "group_size", 0),
-                (long long)jsonio_int(q, "ignore", 0));
+        if (json_object_get(q, "schemes"))   /* one scheme per group: listed below */
+            fprintf(out, "  quant      %s, format %s, %lld config groups, %lld ignored\n",
+                    jsonio_str(q, "quant_method", "?"), jsonio_str(q, "format", "?"),
+                    (long long)jsonio_int(q, "config_groups", 0), (long long)jsonio_int(q, "ignore", 0));
+        else
+            fprintf(out, "  quant      %s, format %s, weights %lld-bit %s %s/%lld, %lld ignored\n",
+                    jsonio_str(q, "quant_method", "?"), jsonio_str(q, "format", "?"),
+                    (long long)jsonio_int(w, "num_bits", 0), jsonio_str(w, "type", "?"),
+                    jsonio_str(w, "strategy", "?"), (long long)jsonio_int(w, "group_size", 0),
+                    (long long)jsonio_int(q, "ignore", 0));
+        print_mixed(q, out);
         fprintf(out, "  activations %s\n", json_is_null(ia) ? "none quantized (A16)" : "quantized");
     } else {
         fprintf(out, "  quant      none (no quantization_config)\n");

@@ -71,11 +71,11 @@ static int by_rel_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-static void tensor_table(FILE *o, row *r, size_t n)
+static void tensor_table(FILE *o, row *r, size_t n, const char *title)
 {
     qsort(r, n, sizeof *r, by_rel_desc);
-    fputs("<h2>Every quantized tensor, worst first</h2>\n<table><tr><th>module</th><th>family</th>"
-          "<th>relative error</th><th>SNR dB</th><th>elements</th></tr>\n", o);
+    fprintf(o, "<h2>%s</h2>\n<table><tr><th>module</th><th>family</th>"
+               "<th>relative error</th><th>SNR dB</th><th>elements</th></tr>\n", title);
     for (size_t i = 0; i < n; i++) {
         fputs("<tr><td>", o);
         html_esc(o, r[i].module);
@@ -145,10 +145,16 @@ int verify_write_html(const json_t *res, FILE *o)
             free(r);
             return -1;
         }
-        tensor_table(o, r, n);
+        tensor_table(o, r, n, "Every quantized tensor, worst first");
     } else {
         fputs("<p>No per-tensor errors: run verify with --against SRC_DIR for the heatmap.</p>\n", o);
     }
+    free(r);
+    /* a mixed output's FP8 modules: their error is an order smaller, so
+     * they get their own table rather than a corner of the NVFP4 heatmap */
+    r = read_rows(json_object_get(res, "fp8_tensors"), &n);
+    if (r && n)
+        tensor_table(o, r, n, "FP8 weight-only tensors (quantize --fp8), worst first");
     free(r);
     html_end(o);
     return ferror(o) ? -1 : 0;

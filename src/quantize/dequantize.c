@@ -1,6 +1,8 @@
 /* NVFP4 checkpoint -> bf16 checkpoint, bit for bit what compressed-tensors'
  * decompressor gives, so fp4forge output can be compared (or served) by
- * tools that read only bf16. */
+ * tools that read only bf16. A mixed output's FP8 weight-only modules
+ * (quantize --fp8) decode as NaiveQuantizationCompressor.decompress does,
+ * into their scale's dtype (the source's). */
 #include "dequantize.h"
 
 #include <stdio.h>
@@ -14,12 +16,14 @@
 #include "progress.h"
 #include "shards.h"
 #include "threadpool.h"
+#include "decode_fp8.h"
 #include "writer.h"
 
 /* One output tensor: a copy of src, or the decode of module. */
 typedef struct dq_item {
     const ckpt_tensor *src;
     dq_module mod;
+    fp8_module fp8;          /* decoded is 2: an FP8 weight-only module */
     int decoded;
 } dq_item;
 
@@ -34,6 +38,7 @@ static void job_free(dq_job *j)
 {
     for (size_t i = 0; i < j->n; i++) {
         dq_module_free(&j->items[i].mod);
+        fp8_module_free(&j->items[i].fp8);
         free(j->names[i]);
     }
     free(j->items);
@@ -42,7 +47,15 @@ static void job_free(dq_job *j)
 }
 
 #define DQ_READS "dequantize reads NVFP4 (compressed-tensors nvfp4-pack-quantized: weight_packed, weight_scale and " \
-                 "weight_global_scale per module)"
+                 "weight_global_scale per module), mixed with FP8 weight-only modules (naive-quantized)"
+
+/* The global formats a compressed-tensors output of fp4forge has: NVFP4
+ * alone, FP8 weight-only alone (every quantized Linear --fp8), or both. */
+static int format_read(const char *fmt)
+{
+    return !fmt || strcmp(fmt, "nvfp4-pack-quantized") == 0 || strcmp(fmt, "mixed-precision") == 0 ||
+           strcmp(fmt, FP8_FORMAT) == 0;
+}
 
 /* What an input that is not NVFP4 is, in words, or NULL for an NVFP4 one. */
 static const char *not_nvfp4(const ckpt *c, char *buf, size_t n)
@@ -54,8 +67,9 @@ static const char *not_nvfp4(const ckpt *c, char *buf, size_t n)
     char mod[1024];
     for (size_t i = 0; i < c->ntensors; i++) {
         const st_tensor *t = c->tensors[i].st;
-        modules += dq_module_of(t->name, mod, sizeof mod) != NULL;
-        fp8 += t->dtype == FF_DT_F8_E4M3 && dq_part(c, t->name) == DQ_PART_NONE;
+        int fp8_mod = fp8_part(c, t->name) == 1;
+        modules += dq_module_of(t->name, mod, sizeof mod) != NULL || fp8_mod;
+        fp8 += t->dtype == FF_DT_F8_E4M3 && dq_part(c, t->name) == DQ_PART_NONE && !fp8_mod;
     }
     qs_format qf;
     char qwhy[300], qname[96];
@@ -66,7 +80,7 @@ static const char *not_nvfp4(const ckpt *c, char *buf, size_t n)
         snprintf(buf, n, "a %s checkpoint (fp4forge quantize reads it as it is)", qs_format_name(&qf, qname, sizeof qname));
     else if (method && strcmp(method, "compressed-tensors") != 0)
         snprintf(buf, n, "a '%s' checkpoint (its quantization_config's quant_method)", method);
-    else if (fmt && strcmp(fmt, "nvfp4-pack-quantized") != 0)
+    else if (!format_read(fmt))
         snprintf(buf, n, "a compressed-tensors '%s' checkpoint", fmt);
     else if (!modules && fp8)
         snprintf(buf, n, "a checkpoint of %zu F8_E4M3 tensors and no weight_packed", fp8);
@@ -85,12 +99,44 @@ static int check_tensor(const ckpt *c, const ckpt_tensor *t, ff_err *e)
 {
     char mod[1024];
     const char *part = dq_orphan_part(c, t->st->name, mod, sizeof mod), *stray = dq_stray_scale(c, t->st->name);
+    if (part && fp8_part(c, t->st->name))
+        part = NULL;   /* an FP8 module's scale: its weight is beside it */
     if (part)
         return ff_fail(e, FF_EIO, "%s: tensor %s: module %s has a %s but no %s: its codes are missing", ckpt_path(c, t),
                        t->st->name, mod, part, DQ_PACKED);
     if (stray)
         return ff_fail(e, FF_EIO, "%s: tensor %s: %s beside an NVFP4 module, a scale left from the source's FP8 "
                                   "quantization (NVFP4A16 has none)", ckpt_path(c, t), t->st->name, stray);
+    return FF_OK;
+}
+
+/* An FP8 module checked before a byte is written: a scale that is NaN,
+ * infinite, zero or negative, or a NaN code, would decode to weights no
+ * quantizer meant. Its output tensor: the weight in the scale's dtype. */
+static int add_fp8(const ckpt *c, const char *mod, dq_item *it, st_out *o, ff_err *e)
+{
+    uint64_t first = 0;
+    float val = 0;
+    int rc = fp8_find(c, mod, &it->fp8, e);
+    if (rc)
+        return rc;
+    if (fp8_bad_scales(c, &it->fp8, &first, &val))
+        rc = ff_fail(e, FF_EIO, "%s: tensor %s: FP8 channel scale of row %llu is %g (zero, negative or not finite): "
+                                "the row would decode to 0 or NaN", ckpt_path(c, it->fp8.scale),
+                     it->fp8.scale->st->name, (unsigned long long)first, (double)val);
+    else if (fp8_nan_codes(c, &it->fp8, &first))
+        rc = ff_fail(e, FF_EIO, "%s: tensor %s: FP8 code at element %llu is NaN", ckpt_path(c, it->fp8.weight),
+                     it->fp8.weight->st->name, (unsigned long long)first);
+    if (rc) {
+        fp8_module_free(&it->fp8);   /* not counted in j->n yet */
+        return rc;
+    }
+    it->decoded = 2;
+    o->dtype = it->fp8.dtype;
+    o->ndim = 2;
+    o->shape[0] = (int64_t)it->fp8.rows;
+    o->shape[1] = (int64_t)it->fp8.cols;
+    o->nbytes = it->fp8.rows * it->fp8.cols * ff_dtype_size(it->fp8.dtype);
     return FF_OK;
 }
 
@@ -105,7 +151,15 @@ static int add_item(const ckpt *c, const ckpt_tensor *t, dq_job *j, ff_err *e)
     int rc = check_tensor(c, t, e);
     if (rc)
         return rc;
-    if (dq_module_of(t->st->name, mod, sizeof mod)) {
+    if (fp8_part(c, t->st->name) == 1 && fp8_module_of(c, t->st->name, mod, sizeof mod)) {
+        if ((rc = add_fp8(c, mod, it, o, e)))
+            return rc;
+        j->names[j->n] = strdup(t->st->name);
+        if (!j->names[j->n]) {
+            fp8_module_free(&it->fp8);
+            return ff_oom(e, "out of memory");
+        }
+    } else if (dq_module_of(t->st->name, mod, sizeof mod)) {
         float gs;
         if ((rc = dq_find(c, mod, &it->mod, e)))
             return ff_wrap(e, "%s: ", c->dir);
@@ -155,7 +209,7 @@ static int build_job(const ckpt *c, dq_job *j, ff_err *e)
         return ff_oom(e, "out of memory");
     for (size_t i = 0; i < c->ntensors; i++) {
         const ckpt_tensor *t = &c->tensors[i];
-        if (dq_part(c, t->st->name) == DQ_PART_SCALE)
+        if (dq_part(c, t->st->name) == DQ_PART_SCALE || fp8_part(c, t->st->name) == 2)
             continue;  /* a scale: written as part of its module's weight */
         int rc = add_item(c, t, j, e);
         if (rc)
@@ -228,6 +282,25 @@ static int write_decoded(const ckpt *c, const dq_module *m, size_t out, ckpt_wri
     return rc;
 }
 
+/* An FP8 module, DQ_BATCH bytes of output at a time (the decode is one
+ * multiply a weight: cheaper than handing rows to the pool). */
+static int write_fp8(const ckpt *c, const fp8_module *m, size_t out, ckpt_writer *w, ff_err *e)
+{
+    size_t esz = ff_dtype_size(m->dtype);
+    uint64_t step = m->cols ? DQ_BATCH / (m->cols * esz) : 1, row_bytes = m->cols * esz;
+    step = step ? step : 1;
+    uint8_t *buf = malloc(step * row_bytes + 4);
+    int rc = buf ? FF_OK : ff_oom(e, "out of memory decoding %s", m->module);
+    for (uint64_t row = 0, n; !rc && row < m->rows; row += n) {
+        n = m->rows - row < step ? m->rows - row : step;
+        fp8_decode_rows(c, m, row, n, buf);
+        fp8_drop_rows(c, m, row, n);
+        rc = ckpt_writer_put_at(w, out, row * row_bytes, buf, n * row_bytes, e);
+    }
+    free(buf);
+    return rc;
+}
+
 static int write_kept(const ckpt *c, const ckpt_tensor *t, size_t out, ckpt_writer *w, ff_err *e)
 {
     uint64_t n = t->st->end - t->st->begin;
@@ -252,6 +325,15 @@ static int write_items(const ckpt *c, const dq_job *j, ckpt_writer *w, const deq
     for (size_t i = 0; i < j->n && rc == FF_OK; i++) {
         const dq_item *it = &j->items[i];
         const dq_module *m = &it->mod;
+        if (it->decoded == 2) {
+            const fp8_module *f = &it->fp8;
+            rc = write_fp8(c, f, i, w, e);
+            dq_drop_whole(c, f->weight);
+            dq_drop_whole(c, f->scale);
+            progress_add(&bar, f->weight->st->end - f->weight->st->begin + f->scale->st->end - f->scale->st->begin,
+                         i + 1, j->n);
+            continue;
+        }
         rc = it->decoded ? write_decoded(c, m, i, w, pool, e) : write_kept(c, it->src, i, w, e);
         if (it->decoded) {
             dq_drop_whole(c, m->packed);

@@ -18,6 +18,10 @@ usage: t_mixed.py llmc NAME SRC OUT FP8_RE IGNORE_RE FF_DIR
          a bf16 copy of Q made by compressed-tensors 0.19's own decompressors
          (NaiveQuantizationCompressor for the FP8 group, NVFP4PackedCompressor for the NVFP4
          one), config without quantization_config, SRC's other files: vLLM's reference.
+       t_mixed.py same_dequant NAME FF_DQ CT_DQ
+         fp4forge dequantize's output equals `dequant`'s (compressed-tensors' decompression):
+         the same tensor names, and each tensor's dtype, shape and bytes (FP8 modules in the
+         scale's dtype, NVFP4 ones in bf16).
        t_mixed.py craft SRC OUT DTYPE
          SRC's checkpoint with every float tensor cast to DTYPE (bfloat16, float16, float32) and
          the edge rows of the notes' check crafted into every attention weight: row 0 all zero,
@@ -189,6 +193,25 @@ def dequant(qd, src, out):
     print(f"t_mixed dequant: {n['fp8']} FP8 and {n['nvfp4']} NVFP4 modules -> {out}", file=sys.stderr)
 
 
+def same_dequant(name, ffd, ctd):
+    A, B = load_dir(ffd), load_dir(ctd)
+    meta = [k for k in set(A) & set(B) if A[k].dtype != B[k].dtype or A[k].shape != B[k].shape]
+    differ = [k for k in sorted(set(A) & set(B)) if k not in meta
+              and not torch.equal(A[k].contiguous().view(torch.uint8), B[k].contiguous().view(torch.uint8))]
+    for k in sorted(set(A) ^ set(B))[:5]:
+        print(f"  only in {'fp4forge' if k in A else 'compressed-tensors'}: {k}")
+    for k in (meta + differ)[:5]:
+        print(f"  {k}: fp4forge {A[k].dtype}{list(A[k].shape)} compressed-tensors {B[k].dtype}{list(B[k].shape)}")
+    Q = load_dir(os.path.join(os.path.dirname(ffd), os.path.basename(ffd)[: -len(".ffdq")]))
+    fp8 = [k for k, t in Q.items() if k.endswith(".weight") and t.dtype == torch.float8_e4m3fn]
+    nv = [k for k in Q if k.endswith(".weight_packed")]
+    dts = sorted({str(A[k].dtype) for k in fp8 if k in A})
+    res(set(A) == set(B) and not meta and not differ and fp8, name,
+        f"{len(A)} tensors, {len(set(A) & set(B)) - len(meta) - len(differ)} byte-identical; decoded {len(fp8)} FP8 "
+        f"modules (to {dts}) and {len(nv)} NVFP4; only one side {len(set(A) ^ set(B))}, dtype/shape differ "
+        f"{len(meta)}, bytes differ {len(differ)}")
+
+
 def craft(src, out, dtype):
     dt = getattr(torch, dtype)
     sd = {k: (v.to(dt) if v.is_floating_point() else v) for k, v in load_dir(src).items()}
@@ -224,5 +247,6 @@ def vmake(fixtures, out):
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"llmc": llmc, "compare": compare, "dequant": dequant, "craft": craft, "vmake": vmake}[cmd](*args)
+    {"llmc": llmc, "compare": compare, "dequant": dequant, "craft": craft, "vmake": vmake,
+     "same_dequant": same_dequant}[cmd](*args)
     sys.exit(rc)

@@ -17,6 +17,8 @@
 #   Llama and Gemma-4 dense (head sizes vLLM's CPU attention takes): vLLM picks
 #   CompressedTensorsW8A16Fp8 and W4A4Fp4(a16) per group, logprobs equal to vLLM on the copy
 #   compressed-tensors' decompressors make (t_mixed.py dequant); unpatched, vLLM CPU refuses.
+# - the checking commands (checks below): verify and verify --against the source pass; fp4forge
+#   dequantize equals compressed-tensors' own decompression of the whole model, byte for byte.
 # FP4FORGE_VLLM_SKIP=1 skips the vLLM part. VPY: the vLLM venv's python.
 set -u
 cd "$(dirname "$0")/../.."
@@ -43,9 +45,29 @@ mixed() {
     if [ -f "$D/$name/llmc/model.safetensors" ]; then
         pyrun ${name}_compare "$D/$name" $CONF/t_mixed.py compare $name "$out" "$D/$name/llmc"
     else echo "FAIL ${name}_llmc_quantize ($(tail -1 "$D/$name/${name}_llmc_quantize.err" | cut -c1-200))"; rc=1; fi
+    checks "$name" "$src" "$out"
     [ "$kl" = - ] && return
     pyrun ${name}_hf "$D/$name" "$@" $CONF/hf_load_kl.py ${name}_hf "$out" "$src/ref_logits.pt" $kl --bf16 "$src" \
         --peer "$D/$name/llmc"
+}
+
+# checks NAME SRC OUT: the checking commands on the mixed output. verify and verify --against
+# SRC pass (FP8 figures apart); fp4forge dequantize == compressed-tensors 0.19's own
+# decompression of the whole model (t_mixed.py dequant: NaiveQuantizationCompressor for the
+# FP8 group, NVFP4PackedCompressor for the NVFP4 one), every tensor's name, dtype, shape and
+# bytes (t_mixed.py same_dequant).
+checks() {
+    local name=$1 src=$2 out=$3
+    if "$FF" verify "$out" > "$out.verify" 2>&1 && "$FF" verify "$out" --against "$src" > "$out.verify_against" 2>&1; then
+        echo "PASS ${name}_verify_against ($(grep ' error ' "$out.verify_against" | sed 's/^ *ok *//' | tr -s ' ' | cut -c1-230))"
+    else
+        echo "FAIL ${name}_verify_against ($(grep -h -m3 -E 'FAIL|^ {9}' "$out.verify" "$out.verify_against" 2>/dev/null | tr -s ' ' | paste -sd' ' | cut -c1-300))"; rc=1
+    fi
+    if ! "$FF" dequantize "$out" "$out.ffdq" > "$out.ffdq.log" 2>&1; then
+        echo "FAIL ${name}_dequantize ($(tail -1 "$out.ffdq.log"))"; rc=1; return
+    fi
+    pyrun ${name}_ct_dequant "$D/$name" $CONF/t_mixed.py dequant "$out" "$src" "$out.ctdq"
+    pyrun ${name}_dequantize_equals_ct "$D/$name" $CONF/t_mixed.py same_dequant ${name}_dequantize_equals_ct "$out.ffdq" "$out.ctdq"
 }
 
 mkdir -p "$D/llama"

@@ -5,6 +5,12 @@
 # fused 3-D), --fp8 with an MSE observer; and what it writes: plan counts (text, JSON), the
 # two config groups, F8_E4M3 weights with a bf16 [out, 1] scale, the card's scheme table,
 # an --fp8 that matches nothing writing exactly the all-NVFP4A16 output.
+# The checking commands on that output: verify (alone and --against the source) passes and
+# fails (exit 6, naming the tensor) a copy with an FP8 scale of 0 or NaN, an FP8 module in no
+# config group, an FP8 weight retyped U8, an input_scale beside an FP8 module; dequantize
+# refuses the zero scale and otherwise writes the source's names, dtypes and shapes, and
+# verify --against that copy measures 0 error for both schemes; inspect and diff name the
+# schemes; fit's weight total is the safetensors bytes; --fp8 with --lora == merge, quantize.
 # Byte equality with llm-compressor and vLLM's loader: tests/conformance/t_mixed.sh.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -88,4 +94,120 @@ $FF_FAST quantize "$W/dense" "$W/nomatch" --fp8 'no_such_module' --no-doctor --q
 bad=$(bash "$(dirname "$0")/../same_output.sh" "$W/plain" "$W/nomatch")
 if [ -z "$bad" ] && grep -q "matched no Linear" "$W/nomatch.log"; then pass mixed_fp8_nomatch_is_plain "output identical, noted"
 else fail mixed_fp8_nomatch_is_plain "differ:$bad; $(grep -c 'matched no' "$W/nomatch.log") notes"; fi
+
+# ---- the checking commands on a mixed output (verify, dequantize, inspect, diff, fit) ----
+# Tampering: mixed_edit.py DIR OP ARGS rewrites DIR/model.safetensors or DIR/config.json.
+#   bytes NAME HEX   the tensor's data set to HEX repeated (a BF16 NaN scale: c07f)
+#   dtype NAME DT    the tensor's header dtype changed, data untouched
+#   untarget MODULE  the module's exact name taken out of every config group's targets
+#   add NAME         a new F32 [1] tensor (value 1) at the end
+cat > "$W/mixed_edit.py" <<'PY2'
+import json, struct, sys
+d, op, name, arg = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None
+if op == "untarget":
+    c = json.load(open(f"{d}/config.json"))
+    for g in c["quantization_config"]["config_groups"].values():
+        g["targets"] = [t for t in g["targets"] if t != name]
+    json.dump(c, open(f"{d}/config.json", "w"), indent=2)
+    sys.exit(0)
+p = f"{d}/model.safetensors"
+b = bytearray(open(p, "rb").read()); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+if op == "bytes":
+    lo, hi = h[name]["data_offsets"]; pat = bytes.fromhex(arg)
+    b[8 + n + lo:8 + n + hi] = (pat * ((hi - lo) // len(pat) + 1))[:hi - lo]
+elif op in ("dtype", "add"):
+    if op == "dtype":
+        h[name]["dtype"] = arg
+    else:
+        end = max(v["data_offsets"][1] for k, v in h.items() if k != "__metadata__")
+        h[name] = {"dtype": "F32", "shape": [1], "data_offsets": [end, end + 4]}
+        b += struct.pack("<f", 1.0)
+    hj = json.dumps(h, separators=(",", ":")).encode(); hj += b" " * (-len(hj) % 8)
+    b = bytearray(struct.pack("<Q", len(hj)) + hj + b[8 + n:])
+open(p, "wb").write(b)
+PY2
+Q=$W/q; M=model.language_model.layers.1.self_attn.q_proj
+if [ -d "$Q" ]; then
+    $FF verify "$Q" > "$W/mixed_verify_passes.vout" 2>&1; rc=$?
+    if [ $rc -eq 0 ] && grep -q "(.* NVFP4, [1-9][0-9]* FP8 weight-only)" "$W/mixed_verify_passes.vout"; then
+        pass mixed_verify_passes "$(grep decode "$W/mixed_verify_passes.vout" | sed 's/^ *//' | tr -s ' ')"
+    else fail mixed_verify_passes "rc=$rc: $(grep -m3 -E 'FAIL|^ {9}' "$W/mixed_verify_passes.vout" | tr -s ' ' | paste -sd' ')"; fi
+    $FF verify "$Q" --against "$W/dense" > "$W/mixed_verify_against.vout" 2>&1; rc=$?
+    if [ $rc -eq 0 ] && grep -q "(NVFP4); FP8 weight-only [1-9][0-9]* tensors: mean rel 0\.0" "$W/mixed_verify_against.vout"; then
+        pass mixed_verify_against_passes "$(grep ' error ' "$W/mixed_verify_against.vout" | sed 's/^ *ok *//' | tr -s ' ')"
+    else fail mixed_verify_against_passes "rc=$rc: $(grep -m3 -E 'FAIL|^ {9}' "$W/mixed_verify_against.vout" | tr -s ' ' | paste -sd' ')"; fi
+    # broken NAME WANT OP ARGS: a copy of Q tampered; verify exits 6 naming WANT
+    broken() {
+        local name=$1 want=$2; shift 2
+        rm -rf "$W/$name"; cp -r "$Q" "$W/$name"; python3 "$W/mixed_edit.py" "$W/$name" "$@"
+        $FF verify "$W/$name" > "$W/$name.vout" 2>&1; local rc=$?
+        if [ $rc -eq 6 ] && grep -qF -- "$want" "$W/$name.vout"; then pass "$name" "exit 6: $(grep -m1 -F -- "$want" "$W/$name.vout" | sed 's/^ *//' | cut -c1-200)"
+        else fail "$name" "rc=$rc: $(grep -m2 -E '^ {9}' "$W/$name.vout" | tr -s ' ' | paste -sd' ' | cut -c1-300)"; fi
+    }
+    broken mixed_verify_fails_zero_scale "tensor $M.weight_scale: " bytes $M.weight_scale 0000
+    broken mixed_verify_fails_nan_scale "tensor $M.weight_scale: " bytes $M.weight_scale c07f
+    broken mixed_verify_fails_fp8_in_no_group "$M.weight is naive-quantized but listed in no naive-quantized config group" untarget $M
+    broken mixed_verify_fails_fp8_weight_dtype "tensor $M.weight: FP8 module weight is U8" dtype $M.weight U8
+    broken mixed_verify_fails_fp8_input_scale "$M.input_scale beside an FP8 weight-only module" add $M.input_scale
+    # the zero-scale copy is refused by dequantize too, one line naming the tensor
+    $FF dequantize "$W/mixed_verify_fails_zero_scale" "$W/dq-zero" > "$W/dq-zero.out" 2>&1; rc=$?
+    if [ $rc -eq 1 ] && [ "$(wc -l < "$W/dq-zero.out")" = 1 ] && grep -q "tensor $M.weight_scale: FP8 channel scale of row 0 is 0" "$W/dq-zero.out" && [ ! -e "$W/dq-zero" ]; then
+        pass mixed_dequantize_refuses_zero_scale "$(cut -c1-160 "$W/dq-zero.out")"
+    else fail mixed_dequantize_refuses_zero_scale "rc=$rc $(head -2 "$W/dq-zero.out" | cut -c1-200)"; fi
+    # dequantize: FP8 modules decoded into the source dtype; verify against that copy measures
+    # exactly 0 error for both schemes (the decode verify measures is the one dequantize writes)
+    if $FF dequantize "$Q" "$W/dq" > "$W/dq.out" 2>&1; then
+        got=$(python3 - "$W/dq" "$W/dense" <<'PY2' 2>&1
+import json, struct, sys
+def hdr(d):
+    b = open(f"{d}/model.safetensors", "rb").read(); n = struct.unpack("<Q", b[:8])[0]; return json.loads(b[8:8 + n])
+a, s = hdr(sys.argv[1]), hdr(sys.argv[2]); a.pop("__metadata__", None); s.pop("__metadata__", None)
+same = sorted(a) == sorted(s) and all(a[k]["dtype"] == s[k]["dtype"] and a[k]["shape"] == s[k]["shape"] for k in a)
+print("ok" if same else "bad", len(a), "tensors, names/dtypes/shapes as the source:", same)
+PY2
+)
+        case "$got" in ok*) pass mixed_dequantize "$got";; *) fail mixed_dequantize "$got";; esac
+        $FF verify "$Q" --against "$W/dq" > "$W/dq-v.out" 2>&1; rc=$?
+        if [ $rc -eq 0 ] && grep -q "mean rel 0.0000, max rel 0.0000, .* (NVFP4); FP8 weight-only [1-9][0-9]* tensors: mean rel 0.0000, max rel 0.0000" "$W/dq-v.out"; then
+            pass mixed_verify_against_dequantized_zero_error "$(grep ' error ' "$W/dq-v.out" | sed 's/^ *ok *//' | tr -s ' ' | cut -c1-200)"
+        else fail mixed_verify_against_dequantized_zero_error "rc=$rc $(grep ' error ' "$W/dq-v.out")"; fi
+    else fail mixed_dequantize "$(tail -1 "$W/dq.out")"; fi
+    # inspect names the groups and the FP8 modules; diff names the scheme of each side
+    $FF inspect "$Q" > "$W/inspect.out" 2>&1; rc=$?
+    if [ $rc -eq 0 ] && grep -q "^  schemes    [1-9][0-9]* NVFP4A16, [1-9][0-9]* FP8 weight-only" "$W/inspect.out" && grep -q "group_0 naive-quantized: 8-bit float channel" "$W/inspect.out"; then
+        pass mixed_inspect "$(grep schemes "$W/inspect.out" | sed 's/^ *//' | tr -s ' ')"
+    else fail mixed_inspect "rc=$rc $(grep -E 'quant|scheme|group' "$W/inspect.out" | paste -sd' ')"; fi
+    $FF diff "$Q" "$W/plain" > "$W/diff.out" 2>&1; rc=$?
+    if grep -q "^  schemes  A [1-9][0-9]* NVFP4A16, [1-9][0-9]* FP8 weight-only .* B [1-9][0-9]* NVFP4A16, 0 FP8 weight-only" "$W/diff.out" \
+        && grep -q "FP8 weight-only in A, NVFP4A16 in B: model.language_model.layers.N.self_attn" "$W/diff.out"; then
+        pass mixed_diff_schemes "rc=$rc: $(grep schemes "$W/diff.out" | sed 's/^ *//' | tr -s ' ')"
+    else fail mixed_diff_schemes "rc=$rc $(grep -E 'scheme' "$W/diff.out" | head -3 | paste -sd' ')"; fi
+    # fit: runs, and its weight total is the safetensors data bytes
+    $FF fit "$Q" --json > "$W/fit.json" 2> "$W/fit.err"
+    got=$(python3 - "$Q" "$W/fit.json" <<'PY2' 2>&1
+import glob, json, struct, sys
+tot = 0
+for f in glob.glob(sys.argv[1] + "/*.safetensors"):
+    b = open(f, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+    tot += sum(v["data_offsets"][1] - v["data_offsets"][0] for k, v in json.loads(b[8:8 + n]).items() if k != "__metadata__")
+j = json.load(open(sys.argv[2]))
+c = j["columns"][0]
+w = c["weights"]
+kinds = {k: v for k, v in c["weights_by_kind"].items() if v} if isinstance(c.get("weights_by_kind"), dict) else c.get("weights_by_kind")
+print("ok" if w == tot else "bad", "fit weights", w, "safetensors data bytes", tot, "by kind", kinds)
+PY2
+)
+    case "$got" in ok*) pass mixed_fit_weights "$got";; *) fail mixed_fit_weights "$got $(head -1 "$W/fit.err")";; esac
+fi
+
+# quantize --fp8 --lora ADAPTER == merge, then quantize --fp8 (an adapter on an FP8 module)
+python3 "$(dirname "$0")/make_adapter.py" "$W/dense" $M "$W/adapter" > /dev/null 2>&1
+$FF_FAST quantize "$W/dense" "$W/ql1" --fp8 self_attn --lora "$W/adapter" --no-doctor --quiet > "$W/ql1.out" 2>&1; r1=$?
+$FF_FAST merge "$W/dense" "$W/adapter" "$W/merged" > "$W/merged.out" 2>&1; r2=$?
+$FF_FAST quantize "$W/merged" "$W/ql2" --fp8 self_attn --no-doctor --quiet > "$W/ql2.out" 2>&1; r3=$?
+bad=$(bash "$(dirname "$0")/../same_output.sh" "$W/ql1" "$W/ql2")
+if [ $r1 -eq 0 ] && [ $r2 -eq 0 ] && [ $r3 -eq 0 ] && [ -z "$bad" ] && ! cmp -s "$W/ql1/model.safetensors" "$W/q/model.safetensors" \
+    && $FF verify "$W/ql1" --against "$W/merged" > "$W/ql1-v.out" 2>&1; then
+    pass mixed_lora_one_pass_equals_merge_then_quantize "$(ls "$W/ql1" | wc -l) files identical, verify --against the merged copy passes"
+else fail mixed_lora_one_pass_equals_merge_then_quantize "rc $r1/$r2/$r3 differ:$bad $(tail -1 "$W/ql1.out")"; fi
 exit $GOLDEN_RC
