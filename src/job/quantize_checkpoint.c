@@ -1,7 +1,9 @@
 /* The quantize job behind one call, as llama.cpp's llama_model_quantize(in,
  * out, &params): doctor's gate, the input opened once, the plan, a LoRA
  * adapter bound as the source, the run (the card written in its staging
- * folder), the summary. The CLI only fills the request and reports. */
+ * folder), the summary. The CLI only fills the request and reports. It
+ * drives the doctor, LoRA and the executor, so it sits above all three
+ * (src/job/, the library's top layer). */
 #include "quantize.h"
 
 #include <stdio.h>
