@@ -1,7 +1,6 @@
 #include "checkpoint.h"
 
 #include <dirent.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,18 +158,9 @@ static char **index_shards(const char *dir, const char *ip, json_t **index, size
     return set.names;
 }
 
-/* Shard names from the index (unique, in order of first mention), or every
- * *.safetensors file of the folder when there is no index. */
-static char **shard_names(const char *dir, json_t **index, size_t *n, ff_err *e)
+/* The folder's *.safetensors files (NULL-terminated; NULL: why in e). */
+static char **list_shards(const char *dir, size_t *n, ff_err *e)
 {
-    char *ip = fs_join(dir, "model.safetensors.index.json");
-    *index = NULL;
-    if (ip && fs_exists(ip)) {
-        char **names = index_shards(dir, ip, index, n, e);
-        free(ip);
-        return names;
-    }
-    free(ip);
     size_t nf;
     char **all = fs_list_files(dir, &nf, e);
     if (!all)
@@ -185,6 +175,21 @@ static char **shard_names(const char *dir, json_t **index, size_t *n, ff_err *e)
     all[len] = NULL;
     *n = len;
     return all;
+}
+
+/* Shard names from the index (unique, in order of first mention), or every
+ * *.safetensors file of the folder when there is no index. */
+static char **shard_names(const char *dir, json_t **index, size_t *n, ff_err *e)
+{
+    char *ip = fs_join(dir, "model.safetensors.index.json");
+    *index = NULL;
+    if (ip && fs_exists(ip)) {
+        char **names = index_shards(dir, ip, index, n, e);
+        free(ip);
+        return names;
+    }
+    free(ip);
+    return list_shards(dir, n, e);
 }
 
 /* Every tensor the index names must be in the shard it names, and every
@@ -377,18 +382,8 @@ static ff_pool *ahead_pool(ahead *a, ff_err *e)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (cpus < 2)
         return NULL;
-    char **all = fs_list_files(a->dir, &a->nlisted, e);
-    if (!all)
-        return NULL;   /* shard_names lists it again and says why */
-    size_t n = 0;
-    for (size_t i = 0; i < a->nlisted; i++)
-        if (fs_ends_with(all[i], ".safetensors"))
-            all[n++] = all[i];
-        else
-            free(all[i]);
-    a->listed = all;
-    a->nlisted = n;
-    return n >= 8 ? pool_create(cpus < 4 ? (int)cpus : 4) : NULL;
+    a->listed = list_shards(a->dir, &a->nlisted, e);   /* NULL: shard_names lists again and says why */
+    return a->listed && a->nlisted >= 8 ? pool_create(cpus < 4 ? (int)cpus : 4) : NULL;
 }
 
 static void ahead_free(ahead *a)
