@@ -8,6 +8,69 @@
 #include <string.h>
 
 
+/* Sizes are bytes up to 1 PB; counts are positive and bounded so that no
+ * product in the KV arithmetic overflows 64 bits. */
+static int get_size(const cli_args *a, const char *name, double *dst, ff_err *e)
+{
+    return cli_size(a, name, 0, 1e15, dst, e);
+}
+
+static int get_int(const cli_args *a, const char *name, int64_t *dst, ff_err *e)
+{
+    long long v = *dst;
+    int rc = cli_int(a, name, 1, 1ll << 40, &v, e);
+    *dst = v;
+    return rc;
+}
+
+int fit_opts_from_cli(const cli_args *a, fit_opts *o, ff_err *e)
+{
+    fit_opts_default(o);
+    int64_t seqs = o->max_seqs;
+    int rc = get_size(a, "--gpu-free", &o->gpu_free, e);
+    if (!rc) rc = get_size(a, "--gpu-total", &o->gpu_total, e);
+    if (!rc) rc = get_size(a, "--activation-reserve", &o->act_reserve, e);
+    if (!rc) rc = get_size(a, "--encoder-reserve", &o->enc_reserve, e);
+    if (!rc) rc = get_int(a, "--context", &o->context, e);
+    if (!rc) rc = get_int(a, "--max-seqs", &seqs, e);
+    if (!rc && seqs > (1 << 20))
+        rc = ff_fail(e, FF_EUSAGE, "--max-seqs: '%lld' is more than %d", (long long)seqs, 1 << 20);
+    if (!rc) rc = get_int(a, "--batched-tokens", &o->batched_tokens, e);
+    if (!rc) rc = get_int(a, "--block-size", &o->block_size, e);
+    if (rc)
+        return rc;
+    o->max_seqs = (int)seqs;
+    if (cli_get(a, "--utilization")) {
+        if (cli_real(a, "--utilization", 1e-6, 1, &o->utilization, e))
+            return e->code;
+        if (o->gpu_total <= 0)
+            return ff_fail(e, FF_EUSAGE, "--utilization needs --gpu-total");
+    }
+    const char *kv = cli_get(a, "--kv-dtype");
+    if (kv && strcmp(kv, "bf16") && strcmp(kv, "fp8"))
+        return ff_fail(e, FF_EUSAGE, "--kv-dtype: bf16 or fp8, not %s", kv);
+    o->kv_dtype_bytes = kv && strcmp(kv, "fp8") == 0 ? 1 : 2;
+    o->k_is_v_single = cli_flag(a, "--k-eq-v-single");
+    o->text_only = cli_flag(a, "--text-only");
+    return FF_OK;
+}
+
+int seat_from_cli(const cli_args *a, int threads, plan_seat *s, ff_err *e)
+{
+    plan_seat_default(s);
+    s->threads = threads;
+    double budget = 0;
+    if (cli_size(a, "--budget", 1, 1e18, &budget, e))
+        return e->code;
+    s->budget = (uint64_t)budget;
+    s->fit = cli_flag(a, "--fit");
+    int seat_given = cli_get(a, "--gpu-free") || cli_get(a, "--gpu-total") || cli_get(a, "--context") ||
+                     cli_get(a, "--kv-dtype") || cli_get(a, "--max-seqs") || cli_flag(a, "--text-only");
+    if (seat_given && !s->fit)
+        return ff_fail(e, FF_EUSAGE, "the seat's options (--gpu-free, --context, ...) take --fit");
+    return s->fit ? fit_opts_from_cli(a, &s->fit_opts, e) : FF_OK;
+}
+
 void recipe_from_cli(const cli_args *a, recipe_args *r)
 {
     memset(r, 0, sizeof *r);

@@ -7,7 +7,9 @@
 
 static const cli_opt options[] = {
     {"--json", NULL, "print the plan as JSON"},
+    {"--threads", "N", "with --budget or --fit: threads measuring the weights (default: all cores)"},
     RECIPE_OPTS,
+    SEAT_OPTS,
     {NULL, NULL, NULL},
 };
 
@@ -16,20 +18,23 @@ const cli_spec plan_spec = {
     "Reads only config.json and the safetensors headers and prints what quantize would do:\n"
     "the quantize and ignore sets by family with counts and bytes before/after, and the\n"
     "invariants (experts quantized == layers x experts x 3, dense Linears == what the config\n"
-    "implies, no routers/vision/embeddings/norms/lm_head quantized). A violation exits 3.",
+    "implies, no routers/vision/embeddings/norms/lm_head quantized). A violation exits 3.\n"
+    "With --budget or --fit it also reads the weights, measures what NVFP4 would cost each\n"
+    "dense unit, and prints which go FP8 weight-only or stay bf16 and the predicted size.",
     options, 1, 1, NULL,
 };
 
-int plan_and_print(const char *dir, const recipe_args *r, int json, ff_err *e)
+int plan_and_print(const char *dir, const recipe_args *r, const plan_seat *seat, int json, ff_err *e)
 {
     ckpt c;
     plan p;
-    int rc = ckpt_open_headers(&c, dir, 1, e);   /* a plan reads names, dtypes and shapes */
+    /* a plan reads names, dtypes and shapes; a budget reads the weights too */
+    int rc = plan_seat_given(seat) ? ckpt_open(&c, dir, 1, e) : ckpt_open_headers(&c, dir, 1, e);
     if (rc) {
         ckpt_close(&c);
         return rc;
     }
-    rc = plan_build(&p, &c, &r->opts, e);
+    rc = plan_build_seat(&p, &c, &r->opts, seat, e);
     if (rc == FF_OK || rc == FF_EPLAN)
         plan_show(&p, &c, json, stdout);
     plan_free(&p);
@@ -43,6 +48,12 @@ int cmd_plan(const cli_args *args)
     ff_err e = {0};
     recipe_args r;
     recipe_from_cli(&a, &r);
-    int rc = plan_and_print(a.pos[0], &r, cli_flag(&a, "--json"), &e);
+    plan_seat seat;
+    int threads = 0;
+    int rc = cli_threads(&a, &threads, &e);
+    if (!rc)
+        rc = seat_from_cli(&a, threads, &seat, &e);
+    if (!rc)
+        rc = plan_and_print(a.pos[0], &r, &seat, cli_flag(&a, "--json"), &e);
     return rc ? cmd_report("plan", &e) : 0;
 }

@@ -27,6 +27,7 @@ static const cli_opt options[] = {
     {"--hub-id", "ORG/NAME", "the repo the output will be uploaded as: the card's serve line names it"},
     {"--mxfp4-route", "exact|reference", "MXFP4 sources: exact (default) carries codes and exponents bit for bit where E4M3 holds them; reference re-quantizes the decoded bf16 as llm-compressor would"},
     RECIPE_OPTS,
+    SEAT_OPTS,
     {NULL, NULL, NULL},
 };
 
@@ -63,6 +64,8 @@ static int request_from_cli(const cli_args *a, const recipe_args *recipe, quanti
         return e->code;
     r->run.kernel = cli_get(a, "--kernel");
     r->recipe = recipe->opts;
+    if (seat_from_cli(a, r->run.threads, &r->seat, e))
+        return e->code;
     r->observer = cli_get(a, "--observer");
     const char *route = cli_get(a, "--mxfp4-route");
     if (route && strcmp(route, "exact") && strcmp(route, "reference"))

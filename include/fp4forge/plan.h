@@ -34,6 +34,8 @@ typedef struct plan_member {
 typedef struct plan_unit {
     size_t first, count;    /* into plan.members */
     int fp8;                /* its members' scheme: one per fused unit, as vLLM requires */
+    int dense;              /* whole Linears, no expert or router among them: what a budget
+                               may write FP8 or keep */
 } plan_unit;
 
 typedef enum { ITEM_KEEP, ITEM_QUANT } plan_item_kind;
@@ -54,6 +56,18 @@ typedef struct plan_family_stat {
     uint64_t bytes_in, bytes_out;
 } plan_family_stat;
 
+/* A budget's choice (include/fp4forge/budget.h): Linears the recipe would
+ * write NVFP4 that go FP8 weight-only or stay in the source dtype instead,
+ * by exact module name, each list sorted by strcmp. Whole fused units only. */
+typedef struct plan_choice {
+    char **fp8;
+    size_t nfp8;
+    char **keep;
+    size_t nkeep;
+} plan_choice;
+
+struct plan_budget;
+
 #define PLAN_MAX_FAMILIES 32
 #define PLAN_MAX_NOTES 64
 
@@ -67,6 +81,7 @@ typedef struct plan_opts {
     int nfp8;
     int allow_router;              /* --allow-router-quantization */
     int allow_partial;             /* accept a quantize set smaller than the config implies */
+    const plan_choice *choice;     /* NULL, or a budget's upgrades */
 } plan_opts;
 
 typedef struct plan {
@@ -86,6 +101,9 @@ typedef struct plan {
     int nfam;
     int64_t q_dense, q_experts, q_routers, kept_routers, unknown;
     int64_t q_fp8;          /* Linears written FP8 (counted in q_dense too) */
+    int64_t budget_kept;    /* Linears a budget keeps in the source dtype (ignored, yet
+                               counted against the config's dense Linears) */
+    struct plan_budget *budget; /* the choice behind opts.choice and its figures, or NULL */
     uint64_t bytes_in, bytes_out;
     char *notes[PLAN_MAX_NOTES];       /* warnings */
     int nnotes;

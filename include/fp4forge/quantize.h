@@ -8,6 +8,7 @@
 
 #include "checkpoint.h"
 #include "plan.h"
+#include "seat.h"
 
 /* Optional producer of source data in place of the mmap'd bytes (a LoRA
  * merge): load is called once for each kept tensor and each member's source
@@ -66,6 +67,7 @@ typedef struct quantize_request {
     quant_opts run;           /* threads, shard size, kernel, progress, force, MXFP4 route
                                  (input_dir, source, observer and card are set inside) */
     plan_opts recipe;         /* --ignore / --only / --fp8 and their allowances */
+    plan_seat seat;           /* --budget / --fit: FP8 and bf16 where the budget allows */
     const char *observer;     /* a weight observer's name (minmax, mse, expanded-mse or
                                  llm-compressor's); NULL: min/max */
     int doctor;               /* doctor's checks first (default 1): a finding refuses, FF_EDOCTOR */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "budget.h"
 #include "card.h"
 #include "doctor_shadow.h"
 #include "fsutil.h"
@@ -22,6 +23,7 @@ void quantize_request_default(quantize_request *r)
 {
     memset(r, 0, sizeof *r);
     r->doctor = 1;
+    plan_seat_default(&r->seat);
 }
 
 /* What needs no input: the observer's name and what it combines with. */
@@ -79,7 +81,7 @@ static int job_prepare(job *j, const char *in, const char *out, const quantize_r
     const char *shadow = r->shadow_base ? r->shadow_base : out ? out : P_tmpdir "/fp4forge-dry-run";
     int rc = open_checked(j, in, shadow, r, e);
     if (!rc) {
-        rc = plan_build(&j->p, &j->c, &r->recipe, e);
+        rc = plan_build_seat(&j->p, &j->c, &r->recipe, &r->seat, e);
         if (r->dry_run && r->report && (rc == FF_OK || rc == FF_EPLAN))
             plan_show(&j->p, &j->c, r->json, r->report);
     }
@@ -136,6 +138,10 @@ static void summary_text(const plan *p, const quant_stats *st, const char *out, 
     if (p->q_fp8)
         fprintf(f, "  fp8        %lld of them FP8 weight-only channel-wise (--fp8), the rest NVFP4A16\n",
                 (long long)p->q_fp8);
+    if (p->budget)
+        fprintf(f, "  budget     %llu bytes: %zu dense units FP8, %zu kept, %llu bytes of weights (all NVFP4A16 %llu)\n",
+                (unsigned long long)p->budget->budget, p->budget->nfp8, p->budget->nkeep,
+                (unsigned long long)p->budget->chosen, (unsigned long long)p->budget->floor);
     fprintf(f, "  ignored    %zu modules left in their dtype (quantization_config.ignore)\n", p->nignore);
     fprintf(f, "  bytes      %.3f GB in -> %.3f GB out in %zu shard%s\n", (double)st->bytes_read / 1e9,
             (double)st->bytes_written / 1e9, st->shards, st->shards == 1 ? "" : "s");
@@ -183,6 +189,10 @@ int quantize_checkpoint(const char *in, const char *out, const quantize_request 
         return rc;
     job j;
     rc = job_prepare(&j, in, out, r, e);
+    if (!rc && !r->dry_run && j.p.budget && j.p.budget->holds_source)
+        rc = ff_fail(e, FF_EUSAGE, "--budget %llu bytes holds the unquantized weights (%llu bytes): nothing needs "
+                     "quantizing; serve %s as it is", (unsigned long long)j.p.budget->budget,
+                     (unsigned long long)j.p.bytes_in, in);
     if (!rc)
         rc = r->dry_run ? quantize_check(&j.c, &j.p, out, &j.run, e) : job_run(&j, in, out, r, e);
     job_close(&j);

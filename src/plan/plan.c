@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "fp8_block.h"
 #include "qsource.h"
 #include "jsonio.h"
@@ -311,6 +312,17 @@ static char *tie_key(const char *module, const char *tie)
     return k;
 }
 
+static int cmp_name(const void *key, const void *elem)
+{
+    return strcmp(key, *(char *const *)elem);
+}
+
+/* Whether module is in a budget's sorted list. */
+static int chosen(char *const *list, size_t n, const char *module)
+{
+    return n && bsearch(module, list, n, sizeof *list, cmp_name) != NULL;
+}
+
 /* --fp8 on a Linear the recipe quantizes: FP8 weight-only instead of NVFP4.
  * Experts are refused: vLLM 0.32's compressed-tensors fused MoE has no
  * weight-only FP8 scheme (a channel group without input activations is
@@ -319,6 +331,8 @@ static char *tie_key(const char *module, const char *tie)
 static int decide_fp8(const plan_opts *o, const recipe_re *rr, decision *x, ff_err *e)
 {
     int k = x->role != ROLE_KEEP ? first_match(rr->nfp8, rr->fp8, x->module) : -1;
+    if (k < 0 && x->role == ROLE_LINEAR && o->choice && chosen(o->choice->fp8, o->choice->nfp8, x->module))
+        x->fp8 = 1;   /* the budget picks dense Linears only */
     if (k < 0)
         return FF_OK;
     if (x->role != ROLE_LINEAR || x->rule->expert)
@@ -346,6 +360,10 @@ static int decide_one(plan *p, const ckpt *c, const ff_matcher *am, const plan_o
         q = candidate && first_match(rr->nonly, rr->only, x->module) >= 0;
     if (q && o->nignore && first_match(rr->nign, rr->ign, x->module) >= 0)
         q = 0;
+    if (q && o->choice && chosen(o->choice->keep, o->choice->nkeep, x->module)) {
+        q = 0;
+        p->budget_kept++;
+    }
     if (x->rule && x->rule->fuse && x->rule->linear && !(x->tie = tie_key(x->module, x->rule->fuse)))
         return ff_oom(e, "out of memory while planning");
     if (!x->rule) {
@@ -655,7 +673,7 @@ static int emit(plan *p, const ckpt *c, decision *d, ff_err *e)
         } else if (x->role != ROLE_LINEAR) {
             rc = emit_experts(p, c, t, x);
         } else {
-            plan_unit u = {.first = p->nmembers, .fp8 = x->fp8};
+            plan_unit u = {.first = p->nmembers, .fp8 = x->fp8, .dense = 1};
             for (size_t j = i; j != SIZE_MAX && rc == 0; j = next[j]) {
                 const ckpt_tensor *m = &c->tensors[j];
                 if (m->st->dtype != t->st->dtype || m->st->shape[1] != t->st->shape[1]) {
@@ -671,6 +689,7 @@ static int emit(plan *p, const ckpt *c, decision *d, ff_err *e)
                     p->q_experts++;
                 else if (d[j].rule->role == ROLE_LINEAR)
                     p->q_dense++;
+                u.dense &= d[j].rule->guard != GUARD_ROUTER && d[j].rule->role == ROLE_LINEAR && !d[j].rule->expert;
                 done[j] = 1;
                 u.count++;
             }
@@ -690,10 +709,12 @@ static void check_invariants(plan *p, const plan_opts *o)
 {
     const ff_expect *x = &p->expect;
     int partial = o->allow_partial;
-    if (p->q_dense != x->dense_linears && !(partial && p->q_dense < x->dense_linears))
+    /* a budget's kept Linears are chosen, not lost: they still count */
+    int64_t dense = p->q_dense + p->budget_kept;
+    if (dense != x->dense_linears && !(partial && dense < x->dense_linears))
         note(p->violations, &p->nviolations,
              "dense Linears quantized: %lld, but the config implies %lld (%s)",
-             (long long)p->q_dense, (long long)x->dense_linears, p->fam->dense_rule);
+             (long long)dense, (long long)x->dense_linears, p->fam->dense_rule);
     if (p->q_experts != x->expert_linears && !(partial && p->q_experts < x->expert_linears))
         note(p->violations, &p->nviolations,
              "expert Linears quantized: %lld, but the config implies %lld (%lld layers x %lld experts x 3)",
@@ -865,6 +886,7 @@ void plan_free(plan *p)
     free(p->outs);
     free(p->ignore);
     free(p->arch_class);
+    plan_budget_free(p->budget);
     if (p->src_view)
         qs_view_free(p->src_view);
     free(p->src_view);

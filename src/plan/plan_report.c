@@ -4,6 +4,7 @@
 
 #include "jsonio.h"
 #include "plan.h"
+#include "budget.h"
 
 static double gb(uint64_t b) { return (double)b / 1e9; }
 
@@ -47,6 +48,8 @@ void plan_print(const plan *p, const ckpt *c, FILE *out)
     fprintf(out, "  routers ignored           %lld, quantized %lld\n", (long long)p->kept_routers,
             (long long)p->q_routers);
     fprintf(out, "  ignore list               %zu modules\n", p->nignore);
+    if (p->budget)
+        plan_budget_print(p->budget, out);
     for (int i = 0; i < p->nnotes; i++)
         fprintf(out, "note: %s\n", p->notes[i]);
     for (int i = 0; i < p->nviolations; i++)
@@ -95,12 +98,16 @@ json_t *plan_to_json(const plan *p, const ckpt *c)
     for (int i = 0; i < p->nviolations; i++)
         json_array_append_new(viol, jsonio_string(p->violations[i]));
     json_object_set_new(j, "violations", viol);
+    if (p->budget)
+        json_object_set_new(j, "budget", plan_budget_json(p->budget));
     json_object_set_new(j, "ok", json_boolean(p->nviolations == 0));
     return j;
 }
 
 void plan_show(const plan *p, const ckpt *c, int json, FILE *out)
 {
+    if (!p->fam)
+        return;   /* refused before there was a plan (a seat with no room for weights) */
     if (!json) {
         plan_print(p, c, out);
         return;

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "fsutil.h"
 #include "hfcache.h"
 #include "jsonio.h"
@@ -134,6 +135,25 @@ static void print_schemes(const plan *p, FILE *out)
     }
 }
 
+/* With a budget: what it bought, per module class of the dense units. */
+static void print_budget(const plan_budget *b, FILE *out)
+{
+    budget_class *cls;
+    size_t n;
+    if (budget_classes(b, &cls, &n))
+        return;
+    fprintf(out, "\nChosen for a weight budget of %llu bytes%s%s%s: %llu bytes written (all NVFP4A16 would be "
+                 "%llu). The dense units whose NVFP4 error per byte saved was largest went FP8 weight-only or "
+                 "stayed in their dtype (`fp4forge plan --budget` shows each unit's figures):\n\n"
+                 "| module class | NVFP4A16 | FP8 weight-only | kept in their dtype |\n|---|---:|---:|---:|\n",
+            (unsigned long long)b->budget, b->from[0] ? " (" : "", b->from, b->from[0] ? ")" : "",
+            (unsigned long long)b->chosen, (unsigned long long)b->floor);
+    for (size_t i = 0; i < n; i++)
+        fprintf(out, "| `%s` | %zu | %zu | %zu |\n", cls[i].name, cls[i].count[SCHEME_NVFP4], cls[i].count[SCHEME_FP8],
+                cls[i].count[SCHEME_KEEP]);
+    budget_classes_free(cls, n);
+}
+
 static void print_counts(const plan *p, FILE *out)
 {
     fprintf(out, "## What was quantized and what was kept\n\n"
@@ -154,6 +174,8 @@ static void print_counts(const plan *p, FILE *out)
     }
     if (p->q_fp8)
         print_schemes(p, out);
+    if (p->budget && !p->budget->holds_source)
+        print_budget(p->budget, out);
     fprintf(out, "\nKept tensors are copied byte for byte, and the kept Linears are listed by module in "
                  "`quantization_config.ignore`; q/k/v share one global scale, and so do gate/up%s.\n\n",
             p->experts ? " (each expert's gate/up too)" : "");

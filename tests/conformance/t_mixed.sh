@@ -37,6 +37,14 @@ mixed() {
         echo "FAIL ${name}_ff_quantize ($(tail -1 "$out.log"))"; rc=1; return
     fi
     echo "PASS ${name}_ff_quantize ($(grep -m1 quantized "$out.log" | sed 's/^ *//'); $(grep -m1 "^  fp8 " "$out.log" | sed "s/^ *//"))"
+    judge "$name" "$src" "$fp8" "$ign" "$kl" "${args[@]}" -- "$@"
+}
+
+# judge NAME SRC FP8_RE IGNORE_RE KL_MAX FF_ARGS... -- [causal_lm.py]: the output $D/NAME/ff
+# against --threads 1, llm-compressor, the checking commands and the HF load
+judge() {
+    local name=$1 src=$2 fp8=$3 ign=$4 kl=$5 out="$D/$1/ff" args=(); shift 5
+    while [ "$1" != -- ]; do args+=("$1"); shift; done; shift
     "$FF" quantize "$src" "$out.t1" --threads 1 "${args[@]}" > "$out.t1.log" 2>&1
     local bad; bad=$(bash tests/same_output.sh "$out" "$out.t1")
     if [ -z "$bad" ]; then echo "PASS ${name}_threads_1_vs_2_identical ($(ls "$out" | wc -l) files)"
@@ -70,11 +78,39 @@ checks() {
     pyrun ${name}_dequantize_equals_ct "$D/$name" $CONF/t_mixed.py same_dequant ${name}_dequantize_equals_ct "$out.ffdq" "$out.ctdq"
 }
 
+# budgeted NAME SRC PERCENT: quantize --budget (all-NVFP4A16 + PERCENT% bytes) chooses the
+# schemes; llm-compressor gets the same recipe as exact names: its FP8 targets and kept modules
+# read back from fp4forge's quantization_config (t_mixed.py llmc checks the targets resolve to
+# exactly those Linears)
+budgeted() {
+    local name=$1 src=$2 pct=$3 out="$D/$1/ff"
+    mkdir -p "$D/$name"
+    local floor; floor=$("$FF" plan "$src" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["bytes_out"])')
+    local args=(--budget $((floor * (100 + pct) / 100)) --no-doctor)
+    if ! "$FF" quantize "$src" "$out" --threads 2 "${args[@]}" > "$out.log" 2>&1; then
+        echo "FAIL ${name}_ff_quantize ($(tail -1 "$out.log"))"; rc=1; return
+    fi
+    local res; res=$(python3 - "$out/config.json" <<'EOF'
+import json, re, sys
+qc = json.load(open(sys.argv[1]))["quantization_config"]
+fp8 = [t for g in qc["config_groups"].values() if g["weights"]["num_bits"] == 8 for t in g["targets"]]
+kept = [n for n in qc["ignore"] if n != "lm_head"]
+alt = lambda names: "^(" + "|".join(re.escape(n) for n in names) + ")$" if names else "(?!x)x"
+print(alt(fp8)); print(alt(kept).lstrip("^")); print(f"{len(fp8)} FP8 Linears, {len(kept)} kept")
+EOF
+)
+    local fp8 ign what; { read -r fp8; read -r ign; read -r what; } <<< "$res"
+    echo "PASS ${name}_ff_quantize (--budget +$pct%: $what)"
+    judge "$name" "$src" "$fp8" "$ign" 0.002 "${args[@]}" -- $CONF/causal_lm.py
+}
+
 mkdir -p "$D/llama"
 pyrun llama_make "$D/llama" $CONF/make_tiny_llama.py llama "$D/llama/src" > /dev/null
 # KL thresholds as t_llama.sh / t_core.sh set them for all-NVFP4A16
 if [ -f "$D/llama/src/model.safetensors" ]; then
     mixed llama "$D/llama/src" "$FP8_RE" 'layers\.1\.mlp\.down_proj' 0.002 $CONF/causal_lm.py
+    # the budget's own choice (issue 40, item 3): FP8 and kept units by sensitivity
+    budgeted llama_budget "$D/llama/src" 30
     # every quantized Linear FP8: one group, global format naive-quantized
     mkdir -p "$D/llama_fp8_only"
     mixed llama_fp8_only "$D/llama/src" 'self_attn|mlp' 'layers\.1\.mlp\.down_proj' 0.002 $CONF/causal_lm.py
