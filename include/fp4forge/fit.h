@@ -35,7 +35,8 @@ void fit_opts_default(fit_opts *o);
 /* Weight bytes by kind, from a tensor table (input or planned output). */
 typedef struct fit_weights {
     uint64_t packed;          /* NVFP4 weight_packed */
-    uint64_t scales;          /* weight_scale, weight_global_scale */
+    uint64_t fp8;             /* FP8 weights (weight-only channel-wise outputs, FP8-block sources) */
+    uint64_t scales;          /* weight_scale, weight_global_scale (NVFP4's and FP8's) */
     uint64_t other;           /* bf16 (or other) leftovers of the text model */
     uint64_t vision;          /* vision / audio towers and their projections */
     uint64_t total;           /* all of it (vision included) */
@@ -98,7 +99,7 @@ int64_t fit_sliding_tokens(int64_t context, int64_t window, int64_t batched, int
 uint64_t fit_kv_bytes(const fit_report *r, int64_t context);
 /* Adds one tensor to a weight tally by name. */
 /* The matcher (may be NULL) tells a vision/audio tower's tensors apart. */
-void fit_weights_add(fit_weights *w, const ff_matcher *m, const char *name, uint64_t bytes);
+void fit_weights_add(fit_weights *w, const ff_matcher *m, const char *name, ff_dtype dtype, uint64_t bytes);
 /* The reserve estimates (docs/fit.md, "Reserves"). */
 uint64_t fit_activation_estimate(const ff_geometry *g, const fit_opts *o);
 uint64_t fit_encoder_estimate(const ff_family *fam, const json_t *config, const ff_geometry *g, const fit_opts *o);

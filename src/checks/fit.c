@@ -38,13 +38,15 @@ static int is_tower(const ff_matcher *m, const char *name)
     return r && r->tower;
 }
 
-void fit_weights_add(fit_weights *w, const ff_matcher *m, const char *name, uint64_t bytes)
+void fit_weights_add(fit_weights *w, const ff_matcher *m, const char *name, ff_dtype dtype, uint64_t bytes)
 {
     w->total += bytes;
     if (is_tower(m, name))
         w->vision += bytes;
     else if (has_suffix(name, ".weight_packed"))
         w->packed += bytes;
+    else if (dtype == FF_DT_F8_E4M3 && has_suffix(name, ".weight"))
+        w->fp8 += bytes;
     else if (has_suffix(name, ".weight_scale") || has_suffix(name, "_global_scale"))
         w->scales += bytes;
     else
@@ -265,7 +267,7 @@ static void planned_column(fit_report *r, const ckpt *c, const ff_matcher *m)
         fit_verdict *v = &r->col[r->ncols++];
         v->label = "nvfp4a16";
         for (size_t i = 0; i < p.nouts; i++)
-            fit_weights_add(&v->w, m, p.outs[i].name, p.outs[i].nbytes);
+            fit_weights_add(&v->w, m, p.outs[i].name, p.outs[i].dtype, p.outs[i].nbytes);
     } else {
         snprintf(r->plan_note, sizeof r->plan_note, "no NVFP4A16 column: %s", pe.msg);
     }
@@ -311,7 +313,8 @@ int fit_run(fit_report *r, const ckpt *c, const fit_opts *o, ff_err *e)
     fit_verdict *v = &r->col[r->ncols++];
     v->label = r->quantized ? "as given" : "bf16";
     for (size_t i = 0; i < c->ntensors; i++)
-        fit_weights_add(&v->w, &m, c->tensors[i].st->name, c->tensors[i].st->end - c->tensors[i].st->begin);
+        fit_weights_add(&v->w, &m, c->tensors[i].st->name, c->tensors[i].st->dtype,
+                        c->tensors[i].st->end - c->tensors[i].st->begin);
     if (!r->quantized)
         planned_column(r, c, &m);
     ff_matcher_free(&m);
@@ -330,13 +333,16 @@ static void print_weights(const fit_report *r, FILE *out)
     fprintf(out, "weights as loaded (GiB)  ");
     for (int i = 0; i < r->ncols; i++)
         fprintf(out, "%14s", r->col[i].label);
-    static const char *const rows[] = {"nvfp4 packed", "nvfp4 scales", "bf16/other", "vision/audio", "total"};
-    for (int k = 0; k < 5; k++) {
+    static const char *const rows[] = {"nvfp4 packed", "fp8 weights", "scales", "bf16/other", "vision/audio", "total"};
+    for (int k = 0; k < 6; k++) {
+        const fit_weights *w0 = &r->col[r->ncols - 1].w;
+        if (k == 1 && !w0->fp8 && !r->col[0].w.fp8)
+            continue;   /* printed only where there are FP8 weights, so other tables read as before */
         fprintf(out, "\n  %-22s ", rows[k]);
         for (int i = 0; i < r->ncols; i++) {
             const fit_weights *w = &r->col[i].w;
-            uint64_t b = k == 0 ? w->packed : k == 1 ? w->scales : k == 2 ? w->other : k == 3 ? w->vision : w->total;
-            fprintf(out, "%14.3f", gib(b));
+            const uint64_t by_row[6] = {w->packed, w->fp8, w->scales, w->other, w->vision, w->total};
+            fprintf(out, "%14.3f", gib(by_row[k]));
         }
     }
     fprintf(out, "\n%s%s", r->o.text_only ? "  (--text-only: vision/audio not loaded)\n" : "",
@@ -406,7 +412,8 @@ void fit_print(const fit_report *r, const char *dir, FILE *out)
 
 static json_t *weights_json(const fit_weights *w)
 {
-    return json_pack("{sI sI sI sI sI}", "packed", (json_int_t)w->packed, "scales", (json_int_t)w->scales,
+    return json_pack("{sI sI sI sI sI sI}", "packed", (json_int_t)w->packed, "fp8", (json_int_t)w->fp8,
+                     "scales", (json_int_t)w->scales,
                      "other", (json_int_t)w->other, "vision", (json_int_t)w->vision, "total", (json_int_t)w->total);
 }
 

@@ -168,17 +168,21 @@ static void test_weights_kinds(void)
     fit_weights w = {0};
     ff_matcher m;
     CHECK(ff_matcher_init(&m, ff_family_by_name("gemma4"), NULL, NULL) == FF_OK);
-    fit_weights_add(&w, &m, "model.language_model.layers.0.mlp.down_proj.weight_packed", 100);
-    fit_weights_add(&w, &m, "model.language_model.layers.0.mlp.down_proj.weight_scale", 10);
-    fit_weights_add(&w, &m, "model.language_model.layers.0.mlp.down_proj.weight_global_scale", 4);
-    fit_weights_add(&w, &m, "model.language_model.embed_tokens.weight", 1000);
-    fit_weights_add(&w, &m, "model.vision_tower.encoder.layers.0.mlp.up_proj.linear.weight", 50);
-    fit_weights_add(&w, &m, "model.embed_vision.embedding_projection.weight", 5);
+    fit_weights_add(&w, &m, "model.language_model.layers.0.mlp.down_proj.weight_packed", FF_DT_U8, 100);
+    fit_weights_add(&w, &m, "model.language_model.layers.0.mlp.down_proj.weight_scale", FF_DT_F8_E4M3, 10);
+    fit_weights_add(&w, &m, "model.language_model.layers.0.mlp.down_proj.weight_global_scale", FF_DT_F32, 4);
+    fit_weights_add(&w, &m, "model.language_model.embed_tokens.weight", FF_DT_BF16, 1000);
+    fit_weights_add(&w, &m, "model.vision_tower.encoder.layers.0.mlp.up_proj.linear.weight", FF_DT_BF16, 50);
+    fit_weights_add(&w, &m, "model.embed_vision.embedding_projection.weight", FF_DT_BF16, 5);
+    /* an FP8 weight-only Linear: F8_E4M3 weight, its channel scale in bf16 */
+    fit_weights_add(&w, &m, "model.language_model.layers.0.self_attn.q_proj.weight", FF_DT_F8_E4M3, 64);
+    fit_weights_add(&w, &m, "model.language_model.layers.0.self_attn.q_proj.weight_scale", FF_DT_BF16, 8);
     CHECK_EQ_INT(w.packed, 100);
-    CHECK_EQ_INT(w.scales, 14);
+    CHECK_EQ_INT(w.fp8, 64);
+    CHECK_EQ_INT(w.scales, 22);
     CHECK_EQ_INT(w.other, 1000);
     CHECK_EQ_INT(w.vision, 55);
-    CHECK_EQ_INT(w.total, 1169);
+    CHECK_EQ_INT(w.total, 1241);
     ff_matcher_free(&m);
 }
 
