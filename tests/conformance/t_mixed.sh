@@ -16,7 +16,8 @@
 #   standing in for the FP8 weight-only GEMM vLLM's CPU build lacks) on vllm_make_models.py's
 #   Llama and Gemma-4 dense (head sizes vLLM's CPU attention takes): vLLM picks
 #   CompressedTensorsW8A16Fp8 and W4A4Fp4(a16) per group, logprobs equal to vLLM on the copy
-#   compressed-tensors' decompressors make (t_mixed.py dequant); unpatched, vLLM CPU refuses.
+#   compressed-tensors' decompressors make (t_mixed.py dequant); unpatched, vLLM CPU refuses;
+#   and a --budget output of the same Llama (FP8, NVFP4A16 and kept units in one model).
 # - the checking commands (checks below): verify and verify --against the source pass; fp4forge
 #   dequantize equals compressed-tensors' own decompression of the whole model, byte for byte.
 # FP4FORGE_VLLM_SKIP=1 skips the vLLM part. VPY: the vLLM venv's python.
@@ -142,7 +143,14 @@ for m in llama gemma4_dense; do
     fi
     pyrun vllm_${m}_dequant "$V" $CONF/t_mixed.py dequant "$V/$m/q" "$V/$m/bf16" "$V/$m/dq"
 done
-out=$(timeout 900 "$VPY" $CONF/vllm_mixed.py "$V" llama gemma4_dense 2> "$V/vllm_mixed.err"); st=$?
+# a --budget output of the same Llama (+30% bytes: FP8, NVFP4A16 and kept units in one model)
+mkdir -p "$V/llama_budget" && ln -sfn "$V/llama/bf16" "$V/llama_budget/bf16"
+floor=$("$FF" plan "$V/llama/bf16" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["bytes_out"])')
+if "$FF" quantize "$V/llama/bf16" "$V/llama_budget/q" --budget $((floor * 130 / 100)) --no-doctor --quiet \
+    > "$V/llama_budget.log" 2>&1; then
+    pyrun vllm_llama_budget_dequant "$V" $CONF/t_mixed.py dequant "$V/llama_budget/q" "$V/llama/bf16" "$V/llama_budget/dq"
+else echo "FAIL vllm_llama_budget_ff_quantize ($(tail -1 "$V/llama_budget.log"))"; rc=1; fi
+out=$(timeout 900 "$VPY" $CONF/vllm_mixed.py "$V" llama gemma4_dense llama_budget 2> "$V/vllm_mixed.err"); st=$?
 [ -n "$out" ] && echo "$out"
 if [ $st -ne 0 ]; then
     rc=1; grep -q '^FAIL ' <<< "$out" || echo "FAIL vllm_mixed_crashed (exit $st; $(tail -1 "$V/vllm_mixed.err" | cut -c1-200))"
