@@ -144,7 +144,8 @@ for m in llama gemma4_dense; do
     pyrun vllm_${m}_dequant "$V" $CONF/t_mixed.py dequant "$V/$m/q" "$V/$m/bf16" "$V/$m/dq"
 done
 # a --budget output of the same Llama (+30% bytes: FP8, NVFP4A16 and kept units in one model)
-mkdir -p "$V/llama_budget" && ln -sfn "$V/llama/bf16" "$V/llama_budget/bf16"
+# (an absolute link: WORK may be relative, as make test gives it)
+mkdir -p "$V/llama_budget" && ln -sfn "$(realpath "$V/llama/bf16")" "$V/llama_budget/bf16"
 floor=$("$FF" plan "$V/llama/bf16" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["bytes_out"])')
 if "$FF" quantize "$V/llama/bf16" "$V/llama_budget/q" --budget $((floor * 130 / 100)) --no-doctor --quiet \
     > "$V/llama_budget.log" 2>&1; then
