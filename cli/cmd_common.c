@@ -64,8 +64,11 @@ int seat_from_cli(const cli_args *a, int threads, plan_seat *s, ff_err *e)
         return e->code;
     s->budget = (uint64_t)budget;
     s->fit = cli_flag(a, "--fit");
-    int seat_given = cli_get(a, "--gpu-free") || cli_get(a, "--gpu-total") || cli_get(a, "--context") ||
-                     cli_get(a, "--kv-dtype") || cli_get(a, "--max-seqs") || cli_flag(a, "--text-only");
+    /* the table plan and quantize declare, so a seat option added there is covered here */
+    static const cli_opt seat_fit[] = {SEAT_FIT_OPTS, {NULL, NULL, NULL}};
+    int seat_given = 0;
+    for (const cli_opt *o = seat_fit; o->name; o++)
+        seat_given |= cli_get(a, o->name) != NULL;
     if (seat_given && !s->fit)
         return ff_fail(e, FF_EUSAGE, "the seat's options (--gpu-free, --context, ...) take --fit");
     return s->fit ? fit_opts_from_cli(a, &s->fit_opts, e) : FF_OK;

@@ -19,7 +19,8 @@ typedef enum { SCHEME_NVFP4, SCHEME_FP8, SCHEME_KEEP } budget_scheme;
 
 /* One fused unit the budget may upgrade. */
 typedef struct budget_unit {
-    char *module;               /* its first Linear's source module name */
+    char *module;               /* its first Linear's source module name (+ the others' last names) */
+    size_t unit;                /* its index in the plan's units */
     size_t members;
     uint64_t weights;           /* elements */
     uint64_t bytes[3];          /* output bytes as NVFP4A16, FP8 channel-wise, kept */

@@ -89,7 +89,7 @@ static int cmp_str(const void *a, const void *b)
 
 /* Every member's module of the upgraded units, by scheme, sorted for the
  * planner's lookup. */
-static int fill_choice(plan_budget *b, const plan *base, const size_t *unit_of)
+static int fill_choice(plan_budget *b, const plan *base)
 {
     plan_choice *ch = &b->choice;
     ch->fp8 = calloc(base->nmembers + 1, sizeof *ch->fp8);
@@ -99,7 +99,7 @@ static int fill_choice(plan_budget *b, const plan *base, const size_t *unit_of)
     for (size_t i = 0; i < b->nunits; i++) {
         if (b->units[i].scheme == SCHEME_NVFP4)
             continue;
-        const plan_unit *pu = &base->units[unit_of[i]];
+        const plan_unit *pu = &base->units[b->units[i].unit];
         for (size_t k = 0; k < pu->count; k++) {
             const char *name = base->members[pu->first + k].src->st->name, *dot = strrchr(name, '.');
             char *mod = dot ? strndup(name, (size_t)(dot - name)) : strdup(name);
@@ -132,20 +132,8 @@ void plan_budget_free(plan_budget *b)
     free(b);
 }
 
-/* The budget unit -> plan unit map budget_measure followed: the dense
- * units the user did not already send to FP8, in plan order. */
-static size_t *dense_units(const plan *p)
+static int refuse_source(ff_err *e)
 {
-    size_t *map = malloc((p->nunits ? p->nunits : 1) * sizeof *map), n = 0;
-    for (size_t i = 0; map && i < p->nunits; i++)
-        if (p->units[i].dense && !p->units[i].fp8)
-            map[n++] = i;
-    return map;
-}
-
-static int refuse_source(const plan *p, ff_err *e)
-{
-    (void)p;
     return ff_fail(e, FF_EUSAGE, "--budget measures bf16, f16 or f32 weights; this checkpoint is a quantized "
                    "source: quantize it first, or dequantize it and budget the copy");
 }
@@ -156,12 +144,8 @@ static int choose_over(plan_budget *b, const plan *base, const ckpt *c, int thre
     int rc = budget_measure(base, c, threads, &b->units, &b->nunits, e);
     if (rc)
         return rc;
-    size_t *map = dense_units(base);
-    if (!map || budget_choose(b) || fill_choice(b, base, map)) {
-        free(map);
+    if (budget_choose(b) || fill_choice(b, base))
         return ff_oom(e, "out of memory choosing the budget's schemes");
-    }
-    free(map);
     return FF_OK;
 }
 
@@ -171,7 +155,7 @@ int plan_build_budget(plan *p, const ckpt *c, const plan_opts *o, uint64_t budge
     if (rc)
         return rc;
     if (p->src_view)
-        return refuse_source(p, e);
+        return refuse_source(e);
     plan_budget *b = calloc(1, sizeof *b);
     if (!b)
         return ff_oom(e, "out of memory choosing the budget's schemes");

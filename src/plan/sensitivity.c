@@ -166,17 +166,14 @@ static char *unit_label(const plan *p, const plan_unit *pu)
     size_t at = 0;
     for (size_t k = 0; k < pu->count; k++) {
         const char *name = p->members[pu->first + k].src->st->name, *end = strrchr(name, '.');
-        const char *from = k ? strrchr(name, '.') : name;
-        size_t n = end ? (size_t)(end - name) : strlen(name);
-        if (k) {   /* the member's last component before ".weight" */
-            const char *stem = name;
-            for (const char *q = name; q < name + n; q++)
-                if (*q == '.')
-                    stem = q + 1;
-            from = stem;
-            n = (size_t)(name + n - stem);
+        size_t n = end ? (size_t)(end - name) : strlen(name);   /* without ".weight" */
+        const char *from = name;
+        if (k) {   /* the member's last component only */
+            const char *dot = memrchr(name, '.', n);
+            from = dot ? dot + 1 : name;
             s[at++] = '+';
         }
+        n -= (size_t)(from - name);
         memcpy(s + at, from, n);
         at += n;
     }
@@ -230,6 +227,7 @@ int budget_measure(const plan *p, const ckpt *c, int threads, budget_unit **unit
             continue;   /* experts and the user's own FP8 choices are not the budget's */
         bad[nd] = UINT64_MAX;
         unit_of[nd] = i;
+        out[nd].unit = i;
         if (unit_shape(p, &p->units[i], &out[nd++]))
             rc = ff_oom(e, "out of memory measuring the units");
     }

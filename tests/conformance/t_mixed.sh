@@ -79,6 +79,9 @@ checks() {
     pyrun ${name}_dequantize_equals_ct "$D/$name" $CONF/t_mixed.py same_dequant ${name}_dequantize_equals_ct "$out.ffdq" "$out.ctdq"
 }
 
+# nvfp4_bytes SRC: the all-NVFP4A16 output's tensor bytes, the floor a budget adds to
+nvfp4_bytes() { "$FF" plan "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["bytes_out"])'; }
+
 # budgeted NAME SRC PERCENT: quantize --budget (all-NVFP4A16 + PERCENT% bytes) chooses the
 # schemes; llm-compressor gets the same recipe as exact names: its FP8 targets and kept modules
 # read back from fp4forge's quantization_config (t_mixed.py llmc checks the targets resolve to
@@ -86,7 +89,7 @@ checks() {
 budgeted() {
     local name=$1 src=$2 pct=$3 out="$D/$1/ff"
     mkdir -p "$D/$name"
-    local floor; floor=$("$FF" plan "$src" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["bytes_out"])')
+    local floor; floor=$(nvfp4_bytes "$src")
     local args=(--budget $((floor * (100 + pct) / 100)) --no-doctor)
     if ! "$FF" quantize "$src" "$out" --threads 2 "${args[@]}" > "$out.log" 2>&1; then
         echo "FAIL ${name}_ff_quantize ($(tail -1 "$out.log"))"; rc=1; return
@@ -146,7 +149,7 @@ done
 # a --budget output of the same Llama (+30% bytes: FP8, NVFP4A16 and kept units in one model)
 # (an absolute link: WORK may be relative, as make test gives it)
 mkdir -p "$V/llama_budget" && ln -sfn "$(realpath "$V/llama/bf16")" "$V/llama_budget/bf16"
-floor=$("$FF" plan "$V/llama/bf16" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["bytes_out"])')
+floor=$(nvfp4_bytes "$V/llama/bf16")
 if "$FF" quantize "$V/llama/bf16" "$V/llama_budget/q" --budget $((floor * 130 / 100)) --no-doctor --quiet \
     > "$V/llama_budget.log" 2>&1; then
     pyrun vllm_llama_budget_dequant "$V" $CONF/t_mixed.py dequant "$V/llama_budget/q" "$V/llama/bf16" "$V/llama_budget/dq"
