@@ -74,7 +74,7 @@ int seat_from_cli(const cli_args *a, int threads, plan_seat *s, ff_err *e)
     return s->fit ? fit_opts_from_cli(a, &s->fit_opts, e) : FF_OK;
 }
 
-void recipe_from_cli(const cli_args *a, recipe_args *r)
+int recipe_from_cli(const cli_args *a, recipe_args *r, ff_err *e)
 {
     memset(r, 0, sizeof *r);
     int it = 0, n = 0;
@@ -95,6 +95,21 @@ void recipe_from_cli(const cli_args *a, recipe_args *r)
     r->opts.nfp8 = n;
     r->opts.allow_router = cli_flag(a, "--allow-router-quantization");
     r->opts.allow_partial = cli_flag(a, "--allow-partial");
+    r->opts.infer_family = cli_flag(a, "--infer-family");
+    const char *file = cli_get(a, "--family-file");
+    if (file && r->opts.infer_family)
+        return ff_fail(e, FF_EUSAGE, "--family-file and --infer-family: give one (the file is what inference proposes)");
+    if (file && ff_family_load(file, &r->family, e))
+        return e->code;
+    r->opts.family = r->family;
+    return FF_OK;
+}
+
+void recipe_free(recipe_args *r)
+{
+    ff_family_close(r->family);
+    r->family = NULL;
+    r->opts.family = NULL;
 }
 
 /* Which arguments of each command name a checkpoint folder to read: bit i

@@ -13,7 +13,13 @@
     {"--only", "REGEX", "quantize only Linears matching REGEX (repeatable)"},                  \
     {"--fp8", "REGEX", "write matching Linears FP8 weight-only (channel-wise) instead of NVFP4 (repeatable)"}, \
     {"--allow-router-quantization", NULL, "let --only quantize MoE routers (they serve NaN)"}, \
-    {"--allow-partial", NULL, "accept a quantize set smaller than the config implies"}
+    {"--allow-partial", NULL, "accept a quantize set smaller than the config implies"},        \
+    FAMILY_OPTS
+
+/* The family, where the config's model_type names none fp4forge knows. */
+#define FAMILY_OPTS                                                                            \
+    {"--family-file", "FILE", "the family as a description (docs/family-files.md), used as a built-in one"}, \
+    {"--infer-family", NULL, "an unknown architecture: infer its description, used only when every invariant is derived"}
 
 /* The seat options fit reads (fit takes these and more). */
 #define SEAT_FIT_OPTS                                                                          \
@@ -40,10 +46,13 @@ typedef struct recipe_args {
     const char *ignore[CLI_MAX_VALS];
     const char *only[CLI_MAX_VALS];
     const char *fp8[CLI_MAX_VALS];
+    ff_family *family;       /* --family-file, loaded */
     plan_opts opts;
 } recipe_args;
 
-void recipe_from_cli(const cli_args *a, recipe_args *r);
+/* The recipe options into r; loads --family-file (recipe_free frees it). */
+int recipe_from_cli(const cli_args *a, recipe_args *r, ff_err *e);
+void recipe_free(recipe_args *r);
 /* Prints the plan of dir (as `fp4forge plan`; JSON with json) and returns
  * its status: plan and quantize --dry-run share it. */
 int plan_and_print(const char *dir, const recipe_args *r, const plan_seat *seat, int json, ff_err *e);

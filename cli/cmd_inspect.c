@@ -28,7 +28,7 @@ int cmd_inspect(const cli_args *args)
     insp s = {0};
     int rc = ckpt_open_headers(&c, a.pos[0], 0, &e);   /* headers only: no shard is mapped */
     if (!rc)
-        rc = insp_build(&s, &c, &e);
+        rc = insp_build(&s, &c, NULL, &e);
     if (!rc && cli_flag(&a, "--json")) {
         json_t *j = insp_to_json(&s);
         char *txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -1,12 +1,16 @@
 /* fp4forge plan: headers and config only; refuses a broken recipe (exit 3). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "infer.h"
 
 #include "cmd_common.h"
 #include "commands.h"
 
 static const cli_opt options[] = {
     {"--json", NULL, "print the plan as JSON"},
+    {"--infer", NULL, "print a family description inferred from the names, shapes and config (for --family-file)"},
     {"--threads", "N", "with --budget or --fit: threads measuring the weights (default: all cores)"},
     RECIPE_OPTS,
     SEAT_OPTS,
@@ -42,18 +46,65 @@ int plan_and_print(const char *dir, const recipe_args *r, const plan_seat *seat,
     return rc;
 }
 
+/* --infer: the description on stdout (so `> FILE` keeps it), and on stderr
+ * whether it was derived and the plan it gives. */
+static int infer_and_print(const char *dir, const recipe_args *r, ff_err *e)
+{
+    ckpt c;
+    int rc = ckpt_open_headers(&c, dir, 1, e);
+    ff_infer inf = {0};
+    if (!rc)
+        rc = ff_family_infer(&c, &inf, e);
+    if (!rc) {
+        fputs(inf.text, stdout);
+        fflush(stdout);
+        fprintf(stderr, inf.derived ? "plan --infer: derived: every tensor placed, every count agrees with config.json\n"
+                                    : "plan --infer: NOT derived: %s\n", inf.why);
+    }
+    ff_family *fam = NULL;
+    if (!rc)
+        rc = ff_family_parse(inf.text, strlen(inf.text), "the inferred description", &fam, e);
+    if (!rc) {
+        plan p;
+        plan_opts o = r->opts;
+        o.family = fam;
+        rc = plan_build(&p, &c, &o, e);
+        if (rc == FF_OK || rc == FF_EPLAN)
+            plan_show(&p, &c, 0, stderr);
+        plan_free(&p);
+        /* an unfinished description may not plan at all: say why, then that it is unfinished */
+        if (rc && !inf.derived) {
+            fprintf(stderr, "plan --infer: as it stands: %s\n", e->msg);
+            rc = FF_OK;
+        }
+    }
+    /* a description with a guess in it is printed for the user to finish,
+     * and refused as it stands */
+    if (!rc && !inf.derived)
+        rc = ff_fail(e, FF_EPLAN, "%s: the description is NOT derived (%s): check it before --family-file", dir, inf.why);
+    ff_family_close(fam);
+    ff_infer_free(&inf);
+    ckpt_close(&c);
+    return rc;
+}
+
 int cmd_plan(const cli_args *args)
 {
     const cli_args a = *args;
     ff_err e = {0};
     recipe_args r;
-    recipe_from_cli(&a, &r);
     plan_seat seat;
     int threads = 0;
-    int rc = cli_threads(&a, &threads, &e);
+    int rc = recipe_from_cli(&a, &r, &e);
+    if (!rc)
+        rc = cli_threads(&a, &threads, &e);
     if (!rc)
         rc = seat_from_cli(&a, threads, &seat, &e);
+    if (!rc && cli_flag(&a, "--infer") && (r.family || r.opts.infer_family || plan_seat_given(&seat)))
+        rc = ff_fail(&e, FF_EUSAGE, "--infer prints a description: it takes no --family-file, --infer-family, --budget or --fit");
     if (!rc)
-        rc = plan_and_print(a.pos[0], &r, &seat, cli_flag(&a, "--json"), &e);
+        rc = cli_flag(&a, "--infer") ? infer_and_print(a.pos[0], &r, &e)
+                                     : plan_and_print(a.pos[0], &r, &seat, cli_flag(&a, "--json"), &e);
+    recipe_free(&r);
     return rc ? cmd_report("plan", &e) : 0;
 }

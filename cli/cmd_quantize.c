@@ -91,17 +91,17 @@ int cmd_quantize(const cli_args *args)
 {
     ff_err e = {0};
     recipe_args recipe;
-    recipe_from_cli(args, &recipe);
     quantize_request r;
-    if (request_from_cli(args, &recipe, &r, &e))
-        return cmd_report("quantize", &e);
-    if (!r.dry_run && args->npos != 2) {
-        ff_fail(&e, FF_EUSAGE, "missing OUT_DIR (usage: fp4forge quantize IN_DIR OUT_DIR)");
-        return cmd_report("quantize", &e);
-    }
+    int rc = recipe_from_cli(args, &recipe, &e);
+    if (!rc)
+        rc = request_from_cli(args, &recipe, &r, &e);
+    if (!rc && !r.dry_run && args->npos != 2)
+        rc = ff_fail(&e, FF_EUSAGE, "missing OUT_DIR (usage: fp4forge quantize IN_DIR OUT_DIR)");
     /* --dry-run: every check of the real run, in its order and with its exit
      * codes, the plan printed, and nothing written but, with --fix, doctor's
      * shadow copy, beside OUT or in the temp folder, removed before the end */
-    int rc = quantize_checkpoint(args->pos[0], args->npos == 2 ? args->pos[1] : NULL, &r, &e);
+    if (!rc)
+        rc = quantize_checkpoint(args->pos[0], args->npos == 2 ? args->pos[1] : NULL, &r, &e);
+    recipe_free(&recipe);
     return rc ? cmd_report("quantize", &e) : 0;
 }

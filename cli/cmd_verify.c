@@ -10,6 +10,7 @@
 
 static const cli_opt options[] = {
     {"--against", "SRC_DIR", "also compare with the bf16 source: coverage, kept bytes, error per tensor"},
+    {"--family-file", "FILE", "the family as a description (docs/family-files.md), for an architecture fp4forge has none for"},
     {"--max-rel-error", "X", "per-tensor relative error ceiling (default 0.25)"},
     {"--min-snr", "DB", "per-tensor SNR floor in dB (default 12)"},
     {"--max-mean-rel-error", "X", "mean relative error ceiling (default 0.16)"},
@@ -47,14 +48,21 @@ int cmd_verify(const cli_args *args)
     const cli_args a = *args;
     ff_err e = {0};
     verify_opts o = {cli_get(&a, "--against"), VERIFY_MAX_REL, VERIFY_MIN_SNR, VERIFY_MAX_MEAN_REL, VERIFY_WORST,
-                     0, !cli_flag(&a, "--quiet") && isatty(2)};
+                     0, !cli_flag(&a, "--quiet") && isatty(2), NULL};
     double worst = o.worst;
     if (cli_threads(&a, &o.threads, &e) || num_opt(&a, "--max-rel-error", &o.max_rel, &e) || num_opt(&a, "--min-snr", &o.min_snr, &e) ||
         num_opt(&a, "--max-mean-rel-error", &o.max_mean_rel, &e) || num_opt(&a, "--worst", &worst, &e))
         return cmd_report("verify", &e);
     o.worst = (int)worst;
+    ff_family *fam = NULL;
+    const char *file = cli_get(&a, "--family-file");
+    if (file && ff_family_load(file, &fam, &e))
+        return cmd_report("verify", &e);
+    o.family = fam;
     json_t *r;
-    if (verify_run(a.pos[0], &o, &r, &e))
+    int rc = verify_run(a.pos[0], &o, &r, &e);
+    ff_family_close(fam);
+    if (rc)
         return cmd_report("verify", &e);
     const char *html = cli_get(&a, "--html");
     if (html && cmd_write_page(html, verify_write_html, r, &e)) {

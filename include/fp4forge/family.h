@@ -152,6 +152,7 @@ typedef struct synth_geom {
 } synth_geom;
 
 struct synth_list;
+struct ff_famdesc;
 struct dctx;
 struct doctor_report;
 struct doctor_finding;
@@ -262,6 +263,13 @@ typedef struct ff_family {
      * batched_tokens being max_num_batched_tokens); NULL: the family has no
      * tower. */
     uint64_t (*encoder_bytes)(const json_t *config, const ff_geometry *g, int64_t batched_tokens);
+    /* A family described as data (docs/family-files.md): its rule table,
+     * config keys and invariants are this text, and matches, rules, expect,
+     * geometry and override_rule stay unset; the C hooks above that data
+     * cannot say (doctor, synth, encoder) sit beside it. */
+    const char *desc_text;
+    /* set in an instance (ff_family_open, ff_family_load): the parsed text */
+    const struct ff_famdesc *desc;
 } ff_family;
 
 /* Fused 3-D experts split per expert are named "<parent>.<e>.<out>", parent
@@ -284,13 +292,44 @@ void ff_family_list(char *buf, size_t n);
 /* "preset|preset|..." for synth's help and errors. */
 void ff_family_presets(char *buf, size_t n);
 
+/* A family ready to read: a described one parsed into an instance *own
+ * holds (ff_family_close it), a C one or an instance as is (*own NULL). */
+int ff_family_open(const ff_family *f, const ff_family **out, ff_family **own, ff_err *e);
+void ff_family_close(ff_family *f);
+/* A user's description file (--family-file) as a family; errors name the
+ * file and the line. ff_family_close it. */
+int ff_family_load(const char *path, ff_family **out, ff_err *e);
+/* The same from text in memory; origin names it in errors. */
+int ff_family_parse(const char *text, size_t len, const char *origin, ff_family **out, ff_err *e);
+/* Whether f claims this config (its model_type), and what the config
+ * implies for the plan's invariants: through the hook or the description. */
+int ff_family_claims(const ff_family *f, const json_t *config);
+int ff_family_expect(const ff_family *f, const json_t *config, ff_expect *x, ff_err *e);
+
 /* The model's geometry through the family's hook, malloc'd (free() it);
  * NULL with e filled (e may be NULL) when the config does not give it. */
 ff_geometry *ff_geometry_new(const ff_family *fam, const json_t *config, ff_err *e);
 
+/* The Linears vLLM loads as one GEMM (its packed_modules_mapping): the
+ * group of a Linear's last name component (its first len bytes), "qkv",
+ * "gate_up", "w13", "mla_a", or NULL; and a group's k-th member leaf, NULL
+ * past the last. Checked whatever a family's rules say (src/plan). */
+const char *ff_fused_group(const char *leaf, size_t len);
+const char *ff_fused_partner(const char *group, size_t k);
+/* Whether a Linear's last name component (first len bytes) is one vLLM's
+ * models load as a Linear a scheme quantizes (q_proj, gate_proj, w1, ...):
+ * plan --infer quantizes no other, and a router-shaped Linear under
+ * another name is taken for a router. */
+int ff_linear_leaf(const char *leaf, size_t len);
+/* The routed experts a config gives, whatever family reads it: the first of
+ * ff_expert_count_keys > 0, at the top or in text_config (*key names it). */
+extern const char *const ff_expert_count_keys[];
+int64_t ff_config_experts(const json_t *config, const char **key);
+
 /* Compiled rules of one family (no global state: one per plan). */
 typedef struct ff_matcher {
-    const ff_family *fam;
+    const ff_family *fam;     /* an instance when the family is described */
+    ff_family *own;
     const json_t *config;     /* for the family's override_rule; may be NULL */
     regex_t *re;
     size_t n;

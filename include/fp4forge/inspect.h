@@ -41,7 +41,9 @@ typedef struct insp {
     const json_t *qcfg;     /* config's quantization_config (borrowed) or NULL */
 } insp;
 
-int insp_build(insp *s, const ckpt *c, ff_err *e);
+/* fam: the family whose rules classify the tensors (--family-file), or
+ * NULL for the one the config names. */
+int insp_build(insp *s, const ckpt *c, const ff_family *fam, ff_err *e);
 void insp_free(insp *s);
 /* The rule a tensor falls under (quantized parts map to their module's
  * weight), or NULL. */

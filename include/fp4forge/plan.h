@@ -82,10 +82,14 @@ typedef struct plan_opts {
     int allow_router;              /* --allow-router-quantization */
     int allow_partial;             /* accept a quantize set smaller than the config implies */
     const plan_choice *choice;     /* NULL, or a budget's upgrades */
+    const ff_family *family;       /* --family-file: this family, not the one the config names */
+    int infer_family;              /* --infer-family: an unknown architecture's description inferred
+                                      (include/fp4forge/infer.h), used only when fully derived */
 } plan_opts;
 
 typedef struct plan {
     const ff_family *fam;
+    ff_family *fam_own;     /* the parsed instance of a described family */
     ff_expect expect;
     plan_member *members;
     size_t nmembers, cap_members;

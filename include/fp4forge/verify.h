@@ -17,6 +17,7 @@ typedef struct verify_opts {
     int worst;               /* how many worst tensors to list */
     int threads;             /* <= 0: all cores (the figures do not depend on it) */
     int progress;            /* draw a progress bar on stderr */
+    const struct ff_family *family; /* --family-file: the rules that classify the tensors, or NULL */
 } verify_opts;
 
 #define VERIFY_MAX_REL 0.25

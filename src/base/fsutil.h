@@ -25,6 +25,8 @@ const char *fs_kind(unsigned mode);
  * opened in a way that blocks (a FIFO has no writer; reading it would wait
  * forever). The descriptor, or -1 with e filled. */
 int fs_open_regular(const char *path, ff_err *e);
+/* A regular file's whole content (malloc'd, *len bytes), or NULL with e filled. */
+char *fs_read_all(const char *path, size_t *len, ff_err *e);
 /* The same as a stdio stream ("rb"), or NULL with e filled. */
 FILE *fs_fopen_regular(const char *path, ff_err *e);
 /* Would writing `path` touch `dir`: is path (followed, when it exists) or

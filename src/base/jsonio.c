@@ -39,42 +39,10 @@ int jsonio_load(const char *path, json_t **out, ff_err *e)
     return jsonio_load_flags(path, JSON_REJECT_DUPLICATES, out, e);
 }
 
-/* The whole file: json_loadf reads a character at a time through getc,
- * which was a third of a 497,220-tensor plan's index read. */
-static char *read_all(const char *path, size_t *len, ff_err *e)
-{
-    FILE *f = fs_fopen_regular(path, e);
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap || ferror(f))
-            break;
-        char *more = cap < SIZE_MAX / 2 ? realloc(buf, cap *= 2) : NULL;
-        if (!more)
-            free(buf);
-        buf = more;
-    }
-    int unread = buf && ferror(f);
-    fclose(f);
-    if (buf && !unread) {
-        *len = n;
-        return buf;
-    }
-    free(buf);
-    if (unread)
-        ff_fail(e, FF_EIO, "%s: cannot read: %s", path, strerror(errno));
-    else
-        ff_oom(e, "%s: out of memory reading it", path);
-    return NULL;
-}
-
 int jsonio_load_flags(const char *path, size_t flags, json_t **out, ff_err *e)
 {
     size_t len;
-    char *text = read_all(path, &len, e);
+    char *text = fs_read_all(path, &len, e);
     if (!text)
         return e ? e->code : FF_EIO;
     json_error_t je;

@@ -127,7 +127,7 @@ static int open_side(side *s, const char *dir, int values, ff_err *e)
 {
     int rc = values ? ckpt_open(&s->c, dir, 0, e) : ckpt_open_headers(&s->c, dir, 0, e);
     s->open = 1;
-    return rc ? rc : insp_build(&s->s, &s->c, e);
+    return rc ? rc : insp_build(&s->s, &s->c, NULL, e);
 }
 
 static void close_side(side *s)

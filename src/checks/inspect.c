@@ -168,12 +168,13 @@ static void read_class(insp *s)
     }
 }
 
-int insp_build(insp *s, const ckpt *c, ff_err *e)
+int insp_build(insp *s, const ckpt *c, const ff_family *fam, ff_err *e)
 {
     memset(s, 0, sizeof *s);
     s->c = c;
     ff_sipkey_random(s->index_key);
-    const ff_family *fam = c->config ? ff_family_detect(c->config) : NULL;
+    if (!fam)
+        fam = c->config ? ff_family_detect(c->config) : NULL;
     if (fam) {
         int rc = ff_matcher_init(&s->m, fam, c->config, e);
         if (rc)

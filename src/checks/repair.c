@@ -653,7 +653,7 @@ static int prepare(rp_ctx *x, const char *in, const char *out, ff_err *e)
     if (!rc && (fs_same(in, out) || (x->o->against && fs_same(x->o->against, out))))
         rc = ff_fail(e, FF_EUSAGE, "%s: output folder is an input folder", out);
     if (!rc)
-        rc = insp_build(&x->qi, &x->c, e);
+        rc = insp_build(&x->qi, &x->c, NULL, e);
     if (!rc)
         rc = collect_pieces(x, e);
     if (!rc)

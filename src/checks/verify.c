@@ -518,6 +518,12 @@ static void check_guarded(vctx *v)
     char *mod = v->mod;
     size_t quantized = 0;
     check(v, "guarded_not_quantized");
+    /* with no family nothing says which tensors are routers or towers: a
+     * PASS here would be a check skipped, not passed */
+    if (!v->qi.have_matcher && v->q.config)
+        fail_item(v, "guarded_not_quantized", "model_type '%s' is no family fp4forge knows: routers, towers and norms "
+                  "cannot be told apart (pass --family-file FILE; `fp4forge plan SRC --infer` proposes one)",
+                  jsonio_str(v->q.config, "model_type", "?"));
     for (size_t i = 0; i < v->q.ntensors; i++) {
         const char *name = v->q.tensors[i].st->name;
         int quant = dq_module_of(name, mod, v->mod_cap) ||
@@ -1172,7 +1178,7 @@ static int open_all(vctx *v, const char *out_dir, ff_err *e)
 {
     int rc = ckpt_open(&v->q, out_dir, 1, e);
     if (!rc)
-        rc = insp_build(&v->qi, &v->q, e);
+        rc = insp_build(&v->qi, &v->q, v->o->family, e);
     if (!rc && v->o->against) {
         rc = ckpt_open(&v->s, v->o->against, 1, e);
         qs_format qf;
@@ -1186,7 +1192,7 @@ static int open_all(vctx *v, const char *out_dir, ff_err *e)
         }
         v->have_src = rc == FF_OK;
         if (v->have_src) {
-            plan_opts po = {0};
+            plan_opts po = {.family = v->o->family};
             ff_err e2 = {0};
             int prc = plan_build(&v->p, &v->s, &po, &e2);
             v->have_plan = 1;  /* a refused plan is still filled: its members are what we need */

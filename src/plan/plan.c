@@ -1,4 +1,5 @@
 #include "plan.h"
+#include "plan_int.h"
 
 #include <regex.h>
 #include <stdarg.h>
@@ -7,6 +8,7 @@
 
 #include "budget.h"
 #include "fp8_block.h"
+#include "infer.h"
 #include "qsource.h"
 #include "jsonio.h"
 #include "nvfp4.h"
@@ -31,8 +33,7 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
          ? -1                                                                                \
          : ((p)->field[(p)->n##field++] = (val), 0))
 
-static void note(char **list, int *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void note(char **list, int *n, const char *fmt, ...)
+void plan_note(char **list, int *n, const char *fmt, ...)
 {
     if (*n >= PLAN_MAX_NOTES)
         return;
@@ -368,19 +369,19 @@ static int decide_one(plan *p, const ckpt *c, const ff_matcher *am, const plan_o
         return ff_oom(e, "out of memory while planning");
     if (!x->rule) {
         p->unknown++;
-        note(p->notes, &p->nnotes, "%s: not a tensor the %s rules know; kept as is", name, p->fam->name);
+        plan_note(p->notes, &p->nnotes, "%s: not a tensor the %s rules know; kept as is", name, p->fam->name);
     }
     if (q && x->role == ROLE_KEEP) {
         /* the user's --only reaches a Linear the rules keep */
         if (x->rule->guard == GUARD_FIXED)
-            note(p->violations, &p->nviolations,
+            plan_note(p->violations, &p->nviolations,
                  "%s: the recipe quantizes a %s Linear, which vLLM loads unquantized", x->module, x->rule->group);
         else if (x->rule->guard == GUARD_ROUTER && !o->allow_router)
-            note(p->violations, &p->nviolations,
+            plan_note(p->violations, &p->nviolations,
                  "%s: the recipe quantizes a router; a quantized router serves NaN (pass --allow-router-quantization to insist)",
                  x->module);
         else if (x->rule->guard == GUARD_ROUTER)
-            note(p->notes, &p->nnotes, "WARNING %s: router quantized on request; expect NaN or degraded routing", x->module);
+            plan_note(p->notes, &p->nnotes, "WARNING %s: router quantized on request; expect NaN or degraded routing", x->module);
         x->role = ROLE_LINEAR;
     }
     if (!q)
@@ -389,7 +390,7 @@ static int decide_one(plan *p, const ckpt *c, const ff_matcher *am, const plan_o
     if (why) {
         if (x->role != ROLE_LINEAR || !ff_dtype_is_quantizable(t->st->dtype))
             return ff_fail(e, FF_EIO, "%s: tensor %s: %s", ckpt_path(c, t), name, why);
-        note(p->notes, &p->nnotes, "%s: %s; kept unquantized and listed in ignore", name, why);
+        plan_note(p->notes, &p->nnotes, "%s: %s; kept unquantized and listed in ignore", name, why);
         x->role = ROLE_KEEP;
     }
     if (x->role == ROLE_LINEAR && x->rule->fuse && !(x->fuse_key = strdup(x->tie)))
@@ -432,7 +433,7 @@ static int decide_input_scales(plan *p, const ckpt *c, const ff_matcher *am, con
             return rc;
     }
     if (dropped)
-        note(p->notes, &p->nnotes, "%lld input_scale tensors dropped: static FP8 activation scales of the source; "
+        plan_note(p->notes, &p->nnotes, "%lld input_scale tensors dropped: static FP8 activation scales of the source; "
                                    "NVFP4A16 reads 16-bit activations", (long long)dropped);
     return FF_OK;
 }
@@ -534,7 +535,7 @@ static int check_expert_shape(plan *p, const ckpt *c, const ckpt_tensor *t, ff_r
     int64_t want1 = role_transposed(role) ? in : out, want2 = role_transposed(role) ? out : in;
     if (s[0] != x->experts || s[1] != want1 || s[2] != want2) {
         char got[96];
-        note(p->violations, &p->nviolations, "%s: tensor %s has shape %s, config implies [%lld, %lld, %lld]",
+        plan_note(p->violations, &p->nviolations, "%s: tensor %s has shape %s, config implies [%lld, %lld, %lld]",
              ckpt_path(c, t), t->st->name, st_shape_str(s, 3, got, sizeof got), (long long)x->experts,
              (long long)want1, (long long)want2);
         return 1;
@@ -712,17 +713,17 @@ static void check_invariants(plan *p, const plan_opts *o)
     /* a budget's kept Linears are chosen, not lost: they still count */
     int64_t dense = p->q_dense + p->budget_kept;
     if (dense != x->dense_linears && !(partial && dense < x->dense_linears))
-        note(p->violations, &p->nviolations,
+        plan_note(p->violations, &p->nviolations,
              "dense Linears quantized: %lld, but the config implies %lld (%s)",
              (long long)dense, (long long)x->dense_linears, p->fam->dense_rule);
     if (p->q_experts != x->expert_linears && !(partial && p->q_experts < x->expert_linears))
-        note(p->violations, &p->nviolations,
+        plan_note(p->violations, &p->nviolations,
              "expert Linears quantized: %lld, but the config implies %lld (%lld layers x %lld experts x 3)",
              (long long)p->q_experts, (long long)x->expert_linears, (long long)x->moe_layers, (long long)x->experts);
     if (p->q_routers && !o->allow_router)
-        note(p->violations, &p->nviolations, "%lld routers in the quantize set", (long long)p->q_routers);
+        plan_note(p->violations, &p->nviolations, "%lld routers in the quantize set", (long long)p->q_routers);
     if (x->routers && p->kept_routers + p->q_routers != x->routers)
-        note(p->violations, &p->nviolations, "routers found: %lld, but the config implies %lld",
+        plan_note(p->violations, &p->nviolations, "routers found: %lld, but the config implies %lld",
              (long long)(p->kept_routers + p->q_routers), (long long)x->routers);
 }
 
@@ -781,6 +782,48 @@ static int source_format(const ckpt *c, qs_format *f, ff_err *e)
                    why);
 }
 
+/* --infer-family: the description inferred from the checkpoint, taken only
+ * when nothing in it had to be guessed. */
+static int infer_family(plan *p, const ckpt *c, ff_err *e)
+{
+    ff_infer r;
+    int rc = ff_family_infer(c, &r, e);
+    if (rc)
+        return rc;
+    if (!r.derived)
+        rc = ff_fail(e, FF_EPLAN, "--infer-family: %s/config.json: model_type '%s': the description cannot be derived "
+                     "(%s); `fp4forge plan %s --infer > FILE` writes what it can, check it, then pass --family-file FILE",
+                     c->dir, jsonio_str(c->config, "model_type", "?"), r.why, c->dir);
+    else
+        rc = ff_family_parse(r.text, strlen(r.text), "the inferred description", &p->fam_own, e);
+    ff_infer_free(&r);
+    if (rc)
+        return rc;
+    p->fam = p->fam_own;
+    plan_note(p->notes, &p->nnotes, "the family was inferred from the tensor names and config.json (plan --infer prints it)");
+    return FF_OK;
+}
+
+/* The family that plans c: --family-file's, the one the config names, or
+ * with --infer-family an inferred one. */
+static int plan_family(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
+{
+    const ff_family *fam = o->family ? o->family : ff_family_detect(c->config);
+    /* a description written for another architecture must not plan this one */
+    if (o->family && !ff_family_claims(o->family, c->config))
+        return ff_fail(e, FF_EIO, "%s/config.json: model_type '%s' is not one the family %s claims (%s)", c->dir,
+                       jsonio_str(c->config, "model_type", "?"), o->family->name, o->family->model_types);
+    if (fam)
+        return ff_family_open(fam, &p->fam, &p->fam_own, e);
+    if (o->infer_family)
+        return infer_family(p, c, e);
+    char known[512];
+    ff_family_list(known, sizeof known);
+    return ff_fail(e, FF_EIO, "%s/config.json: model_type '%s' is not a family fp4forge knows (%s); "
+                   "`fp4forge plan %s --infer` proposes a description for --family-file",
+                   c->dir, jsonio_str(c->config, "model_type", "?"), known, c->dir);
+}
+
 int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
 {
     memset(p, 0, sizeof *p);
@@ -789,18 +832,13 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
         o = &none;
     if (!c->config)
         return ff_fail(e, FF_EIO, "%s: missing config.json", c->dir);
-    p->fam = ff_family_detect(c->config);
-    if (!p->fam) {
-        char known[512];
-        ff_family_list(known, sizeof known);
-        return ff_fail(e, FF_EIO, "%s/config.json: model_type '%s' is not a family fp4forge knows (%s)",
-                       c->dir, jsonio_str(c->config, "model_type", "?"), known);
-    }
-    qs_format qf;
-    int rc = source_format(c, &qf, e);
+    int rc = plan_family(p, c, o, e);
     if (rc)
         return rc;
-    if ((rc = p->fam->expect(c->config, &p->expect, e)))
+    qs_format qf;
+    if ((rc = source_format(c, &qf, e)))
+        return rc;
+    if ((rc = ff_family_expect(p->fam, c->config, &p->expect, e)))
         return ff_wrap(e, "%s/", c->dir);
     if ((rc = check_scale_inv(c, e)))
         return rc;
@@ -840,9 +878,9 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
         }
     }
     if (p->fam->note)
-        note(p->notes, &p->nnotes, "%s", p->fam->note);
+        plan_note(p->notes, &p->nnotes, "%s", p->fam->note);
     if (o->nfp8 && !p->q_fp8)
-        note(p->notes, &p->nnotes, "--fp8 matched no Linear the recipe quantizes: every one is NVFP4");
+        plan_note(p->notes, &p->nnotes, "--fp8 matched no Linear the recipe quantizes: every one is NVFP4");
     p->arch_class = strdup(p->expect.experts ? "moe" : "dense");
     if (!p->arch_class)
         return ff_oom(e, "out of memory while planning");
@@ -860,6 +898,7 @@ int plan_build(plan *p, const ckpt *c, const plan_opts *o, ff_err *e)
     }
     free(g);
     check_invariants(p, o);
+    plan_guard(p, c, o);
     if (any_null(p->notes, p->nnotes) || any_null(p->violations, p->nviolations))
         return ff_oom(e, "out of memory while planning");
     if (p->nviolations)
@@ -890,6 +929,7 @@ void plan_free(plan *p)
     if (p->src_view)
         qs_view_free(p->src_view);
     free(p->src_view);
+    ff_family_close(p->fam_own);
     memset(p, 0, sizeof *p);
 }
 

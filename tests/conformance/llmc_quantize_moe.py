@@ -29,6 +29,12 @@ IGNORE = {  # llm-compressor's examples: routers (and shared-expert gates) stay 
     # example ignores weights_proj and the routers (re:.*mlp\.gate.* also takes the bias)
     "deepseek_v32": ["lm_head", "re:.*mlp.gate$", "re:.*indexer.wk$", "re:.*indexer.weights_proj$"],
     "glm_moe_dsa": ["lm_head", "re:.*mlp.gate$", "re:.*indexer.wk$", "re:.*indexer.weights_proj$"],
+    # no llm-compressor example for these two (none in 0.14, none in its repository's
+    # examples/ either): lm_head and the routers. ERNIE-4.5's router is a bare parameter of
+    # Ernie4_5_MoeTopKRouter (no Linear to skip; the pattern keeps it skipped should that change);
+    # Hunyuan's is an fp32 nn.Linear, mlp.gate.wg. Neither has a shared-expert gate.
+    "ernie4_5_moe": ["lm_head", "re:.*mlp.gate$"],
+    "hunyuan_v1_moe": ["lm_head", "re:.*mlp.gate.wg$"],
 }[fam]
 VISION = ("llama4", "qwen3_5_moe")
 cls = transformers.AutoModelForImageTextToText if fam in VISION else transformers.AutoModelForCausalLM

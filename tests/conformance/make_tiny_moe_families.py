@@ -2,8 +2,10 @@
 (the real names and config keys, scaled down; head_dim 32, bf16, seed 0).
 usage: make_tiny_moe_families.py FAMILY OUT_DIR
 FAMILY: qwen3_moe | qwen2_moe | mixtral | glm4_moe | llama4 | qwen3_5_moe | qwen3_5 | qwen3_next |
-        minimax_m2 | glm4_moe_lite | deepseek_v32 | glm_moe_dsa | llama4_text
-(qwen3_5_moe is the image-text model Qwen3.5/3.6 MoE ships as; qwen3_5 the dense causal LM)
+        minimax_m2 | glm4_moe_lite | deepseek_v32 | glm_moe_dsa | llama4_text |
+        ernie4_5_moe | hunyuan_v1_moe
+(qwen3_5_moe is the image-text model Qwen3.5/3.6 MoE ships as; qwen3_5 the dense causal LM;
+ernie4_5_moe and hunyuan_v1_moe have no built-in fp4forge family: t_infer.sh)
 Non-trivial norms and biases (random init leaves them 1/0), and OUT_DIR/ref_logits.pt
 ({"ids", "logits"}) from the bf16 model for hf_load_kl.py."""
 import sys, torch, transformers as T
@@ -79,6 +81,18 @@ elif fam == "llama4_text":
     cfg = T.Llama4TextConfig(**base, intermediate_size=32, intermediate_size_mlp=96, num_local_experts=4,
                              num_experts_per_tok=1, interleave_moe_layer_step=2, attention_chunk_size=128)
     M = T.Llama4ForCausalLM
+elif fam == "ernie4_5_moe":
+    # ERNIE-4.5-21B-A3B's keys: layer 0 dense (moe_layer_start_index 1), two shared experts
+    # as one MLP of 2 x moe_intermediate_size, the router a bare fp32 parameter (not a Linear)
+    # with its moe_statics.e_score_correction_bias
+    cfg, M = T.Ernie4_5_MoeConfig(**base, intermediate_size=96, moe_intermediate_size=32, moe_num_experts=4,
+                                  moe_k=2, moe_num_shared_experts=2, moe_layer_start_index=1,
+                                  moe_layer_interval=1, use_bias=False), T.Ernie4_5_MoeForCausalLM
+elif fam == "hunyuan_v1_moe":
+    # Hunyuan-A13B's layout: every layer MoE, one shared MLP (shared_mlp) of intermediate_size,
+    # experts of intermediate_size too, the router an fp32 Linear (mlp.gate.wg), q/k RMSNorm
+    cfg, M = T.HunYuanMoEV1Config(**base, intermediate_size=32, num_experts=4, moe_topk=2), \
+        T.HunYuanMoEV1ForCausalLM
 else:
     sys.exit(f"unknown family {fam}")
 torch.manual_seed(0)
@@ -87,6 +101,15 @@ with torch.no_grad():
     for n, p in m.named_parameters():
         if n.endswith(".bias") or "norm" in n:
             p.add_(torch.randn_like(p) * 0.1)
+    if fam in ("ernie4_5_moe", "hunyuan_v1_moe"):
+        # ERNIE's router (a bare fp32 parameter _init_weights leaves alone) starts all zero and
+        # its correction bias zero: random, so the routing is not a tie (Hunyuan's wg is an
+        # nn.Linear, initialised already; the all-zero test leaves it as it is)
+        for n, p in m.named_parameters():
+            if n.endswith(("mlp.gate.weight", "mlp.gate.wg.weight")) and not p.any():
+                p.normal_(0, 0.02)
+            elif n.endswith("e_score_correction_bias"):
+                p.add_(torch.randn_like(p) * 0.1)
 m.save_pretrained(out)
 vocab = cfg.get_text_config().vocab_size
 g = torch.Generator().manual_seed(0)

@@ -91,6 +91,10 @@ SUFFIX="" FF_FAULTSIM_JANSSON=0 all_commands
 # slices of fused experts, the exact route), fp4forge's own allocations only
 $FF_FAST synth --arch gpt-oss-20b "$W/oss" > /dev/null || fail faultsim_setup_gptoss
 SUFFIX="" FF_FAULTSIM_JANSSON=0 countdown quantize_gptoss_mxfp4 "$W/o-oss" quantize --quiet --threads 1 "$W/oss" "$W/o-oss"
+# a family as data for an architecture no built-in family claims (issue 37):
+# the description inferred, parsed (as --family-file's is) and planned
+cp -r "$W/in" "$W/unk" && sed -i 's/"model_type": "qwen3_moe"/"model_type": "brandnew_moe"/' "$W/unk/config.json"
+SUFFIX="" FF_FAULTSIM_JANSSON=0 countdown plan_infer "" plan "$W/unk" --infer
 own_sites=$(sort -u "$W/sites" | wc -l)
 SUFFIX=_with_jansson FF_FAULTSIM_JANSSON=1 all_commands
 [ "$(insum)" = "$IN_SUM" ] && pass faultsim_inputs_unchanged || fail faultsim_inputs_unchanged

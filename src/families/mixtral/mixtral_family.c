@@ -11,30 +11,37 @@
 #include "family.h"
 #include "jsonio.h"
 
-#define LM "^model\\.layers\\.[0-9]+\\."
-
-static const ff_rule mixtral_rules[] = {
-    FF_DENSE_ATTENTION_ROWS(LM),
+/* The family as data (docs/family-files.md); "[.]" is a literal dot. */
+static const char mixtral_description[] =
+    "format 1\n"
+    "family mixtral\n"
+    "model-type mixtral\n"
+    "define L ^model[.]layers[.][0-9]+[.]\n"
+    "define X $(L)block_sparse_moe[.]experts[.][0-9]+[.]\n"
+    "quant $(L)self_attn[.](q|k|v)_proj[.]weight$ group=attention fuse=qkv\n"
+    "quant $(L)self_attn[.]o_proj[.]weight$ group=attention\n"
     /* written under the names llm-compressor's linearized experts use and
      * vLLM's Mixtral mapper reads (.gate_proj. -> .w1.): transformers + CT
      * load them too, which w1/w3/w2 quantized tensors do not */
-    FF_EXPERT_AS(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w1\\.weight$", "w13", "gate_proj"),
-    FF_EXPERT_AS(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w3\\.weight$", "w13", "up_proj"),
-    FF_EXPERT_AS(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w2\\.weight$", NULL, "down_proj"),
+    "expert $(X)w1[.]weight$ fuse=w13 out=gate_proj\n"
+    "expert $(X)w3[.]weight$ fuse=w13 out=up_proj\n"
+    "expert $(X)w2[.]weight$ out=down_proj\n"
     /* the same experts under their output names, so verify and repair-scales
      * find each expert's gate/up pair in a quantized checkpoint */
-    FF_EXPERT(LM "block_sparse_moe\\.experts\\.[0-9]+\\.(gate|up)_proj\\.weight$", "w13"),
-    FF_EXPERT(LM "block_sparse_moe\\.experts\\.[0-9]+\\.down_proj\\.weight$", NULL),
-    FF_ROUTER(LM "block_sparse_moe\\.gate\\.weight$", 0),
-    FF_KEEP("^model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
-    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
-    FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
-};
-
-static int mixtral_matches(const json_t *config)
-{
-    return strcmp(jsonio_str(config, "model_type", ""), "mixtral") == 0;
-}
+    "expert $(X)(gate|up)_proj[.]weight$ fuse=w13\n"
+    "expert $(X)down_proj[.]weight$\n"
+    "router $(L)block_sparse_moe[.]gate[.]weight$\n"
+    "keep ^model[.]embed_tokens[.]weight$ group=embedding guard=fixed\n"
+    "keep (norm|layernorm)[.]weight$ group=norm guard=fixed\n"
+    "keep ^lm_head[.]weight$ group=lm_head guard=fixed linear\n"
+    /* every layer sparse; the config calls the expert width intermediate_size */
+    "experts-key num_local_experts\n"
+    "expert-width-key intermediate_size\n"
+    "moe-layers all\n"
+    "dense-per-layer 0\n"
+    "dense-per-moe-layer 4\n"
+    "routers-per-moe-layer 1\n"
+    "implicit-ignore lm_head\n";
 
 static const ff_synth_preset mixtral_presets[] = {
     {"mixtral", "Mixtral (real: Mixtral-8x7B, 32 layers x 8 experts)"},
@@ -92,8 +99,6 @@ static json_t *mixtral_synth_config(const synth_geom *g)
     return c;
 }
 
-static const char *const mixtral_implicit_ignore[] = {"lm_head", NULL};
-
 /* synth flags: the expert width is --moe-intermediate (the config's intermediate_size): no dense MLP to set */
 static const ff_synth_knob mixtral_knobs[] = {
     FF_KNOB_LAYERS, FF_KNOB_HIDDEN, FF_KNOB_HEADS, FF_KNOB_KV_HEADS, FF_KNOB_HEAD_DIM, FF_KNOB_VOCAB, FF_KNOBS_MOE,
@@ -103,13 +108,7 @@ static const ff_synth_knob mixtral_knobs[] = {
 const ff_family ff_family_mixtral = {
     .name = "mixtral",
     .model_types = "mixtral",
-    .matches = mixtral_matches,
-    .rules = mixtral_rules,
-    .nrules = sizeof mixtral_rules / sizeof *mixtral_rules,
-    .expect = ff_decoder_all_sparse_expect,
-    .dense_rule = "q/k/v/o in every layer",
-    .geometry = ff_decoder_all_sparse_geometry,
-    .implicit_ignore = mixtral_implicit_ignore,
+    .desc_text = mixtral_description,
     .synth_presets = mixtral_presets,
     .synth_knobs = mixtral_knobs,
     .synth_preset = mixtral_synth_preset,

@@ -14,90 +14,43 @@
 #include "family.h"
 #include "jsonio.h"
 
-#define LM "^model\\.layers\\.[0-9]+\\."
-
-static const ff_rule qwen_moe_rules[] = {
-    FF_DENSE_ATTENTION_ROWS(LM),
-    FF_EXPERT(LM "mlp\\.experts\\.[0-9]+\\.(gate|up)_proj\\.weight$", "gate_up"),
-    FF_EXPERT(LM "mlp\\.experts\\.[0-9]+\\.down_proj\\.weight$", NULL),
-    FF_EXPERTS_FUSED(LM "mlp\\.experts\\.gate_up_proj$", ROLE_EXPERTS_FUSED2, "gate_proj", "up_proj"),
-    FF_EXPERTS_FUSED(LM "mlp\\.experts\\.down_proj$", ROLE_EXPERTS_ONE, "down_proj", NULL),
-    FF_ROUTER(LM "mlp\\.gate\\.weight$", 0),
-    FF_ROUTER(LM "mlp\\.shared_expert_gate\\.weight$", 0),
+/* The family as data (docs/family-files.md); "[.]" is a literal dot. */
+static const char qwen_moe_description[] =
+    "format 1\n"
+    "family qwen_moe\n"
+    "model-type qwen3_moe qwen2_moe\n"
+    "define L ^model[.]layers[.][0-9]+[.]\n"
+    "quant $(L)self_attn[.](q|k|v)_proj[.]weight$ group=attention fuse=qkv\n"
+    "quant $(L)self_attn[.]o_proj[.]weight$ group=attention\n"
+    "expert $(L)mlp[.]experts[.][0-9]+[.](gate|up)_proj[.]weight$ fuse=gate_up\n"
+    "expert $(L)mlp[.]experts[.][0-9]+[.]down_proj[.]weight$\n"
+    "experts $(L)mlp[.]experts[.]gate_up_proj$ layout=fused2 out=gate_proj,up_proj\n"
+    "experts $(L)mlp[.]experts[.]down_proj$ layout=one out=down_proj\n"
+    "router $(L)mlp[.]gate[.]weight$\n"
+    "router $(L)mlp[.]shared_expert_gate[.]weight$\n"
     /* the shared expert is an ordinary MLP vLLM runs beside the experts */
-    FF_QUANT(LM "mlp\\.shared_expert\\.(gate|up)_proj\\.weight$", "shared_expert", "gate_up"),
-    FF_QUANT(LM "mlp\\.shared_expert\\.down_proj\\.weight$", "shared_expert", NULL),
+    "quant $(L)mlp[.]shared_expert[.](gate|up)_proj[.]weight$ group=shared_expert fuse=gate_up\n"
+    "quant $(L)mlp[.]shared_expert[.]down_proj[.]weight$ group=shared_expert\n"
     /* dense layers (mlp_only_layers, decoder_sparse_step) */
-    FF_DENSE_MLP_ROWS(LM, "mlp"),
-    FF_KEEP(LM "self_attn\\.[qkv]_proj\\.bias$", "bias", GUARD_NONE),
-    FF_KEEP("^model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
-    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
-    FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
-};
-
-static int qwen_moe_matches(const json_t *config)
-{
-    const char *mt = jsonio_str(config, "model_type", "");
-    return strcmp(mt, "qwen3_moe") == 0 || strcmp(mt, "qwen2_moe") == 0;
-}
-
-/* The published configs say num_experts; transformers 5.17 writes
- * Qwen3-MoE's as num_local_experts. */
-static int64_t expert_count(const json_t *config)
-{
-    return jsonio_int(config, "num_experts", jsonio_int(config, "num_local_experts", 0));
-}
-
-/* transformers' rule (Qwen2MoeDecoderLayer, Qwen3MoeDecoderLayer): a layer is
- * sparse unless listed in mlp_only_layers, when experts exist and
- * (layer + 1) % decoder_sparse_step == 0. */
-static int is_moe_layer(const json_t *config, int layer)
-{
-    const json_t *only = json_object_get(config, "mlp_only_layers");
-    for (size_t i = 0; json_is_array(only) && i < json_array_size(only); i++)
-        if (json_integer_value(json_array_get(only, i)) == layer)
-            return 0;
-    int64_t step = jsonio_int(config, "decoder_sparse_step", 1);
-    return expert_count(config) > 0 && step > 0 && (layer + 1) % step == 0;
-}
-
-static int has_shared_expert(const json_t *config)
-{
-    return strcmp(jsonio_str(config, "model_type", ""), "qwen2_moe") == 0 &&
-           jsonio_int(config, "shared_expert_intermediate_size", 0) > 0;
-}
-
-static int qwen_moe_geometry(const json_t *config, ff_geometry *g, ff_err *e)
-{
-    int rc = ff_decoder_geometry(config, g, e);
-    if (rc)
-        return rc;
-    g->experts = (int)expert_count(config);
-    g->top_k = (int)jsonio_int(config, "num_experts_per_tok", 0);
-    g->moe_intermediate = jsonio_int(config, "moe_intermediate_size", 0);
-    for (int i = 0; i < g->layers; i++)
-        if (is_moe_layer(config, i)) {
-            g->moe_layers++;
-            g->layer[i].intermediate = 0;
-        }
-    g->moe = g->moe_layers > 0;
-    if (g->moe && (g->moe_intermediate <= 0 || g->top_k <= 0))
-        return ff_fail(e, FF_EIO, "config.json: num_experts is set but moe_intermediate_size or num_experts_per_tok is missing");
-    return FF_OK;
-}
-
-static int qwen_moe_expect(const json_t *config, ff_expect *x, ff_err *e)
-{
-    ff_geometry g;
-    int rc = qwen_moe_geometry(config, &g, e);
-    if (rc)
-        return rc;
-    int shared = has_shared_expert(config);
-    int64_t dense = 4ll * g.layers + 3ll * (g.layers - g.moe_layers) + (shared ? 3ll * g.moe_layers : 0);
-    /* a shared expert has its own gate (shared_expert_gate), kept like the router */
-    ff_decoder_moe_expect(&g, dense, g.moe ? g.experts : 0, (int64_t)g.moe_layers * (shared ? 2 : 1), x);
-    return FF_OK;
-}
+    "quant $(L)mlp[.](gate|up)_proj[.]weight$ group=mlp fuse=gate_up\n"
+    "quant $(L)mlp[.]down_proj[.]weight$ group=mlp\n"
+    "keep $(L)self_attn[.][qkv]_proj[.]bias$ group=bias\n"
+    "keep ^model[.]embed_tokens[.]weight$ group=embedding guard=fixed\n"
+    "keep (norm|layernorm)[.]weight$ group=norm guard=fixed\n"
+    "keep ^lm_head[.]weight$ group=lm_head guard=fixed linear\n"
+    /* the published configs say num_experts; transformers 5.17 writes
+     * Qwen3-MoE's as num_local_experts */
+    "experts-key num_experts num_local_experts\n"
+    "top-k-key num_experts_per_tok\n"
+    "expert-width-key moe_intermediate_size\n"
+    /* transformers' rule (Qwen2MoeDecoderLayer, Qwen3MoeDecoderLayer) */
+    "moe-layers step=decoder_sparse_step except=mlp_only_layers\n"
+    "dense-per-layer 7\n"
+    "dense-per-moe-layer 4\n"
+    "routers-per-moe-layer 1\n"
+    /* Qwen2-MoE's shared expert: 3 Linears and a sigmoid gate kept like the router */
+    "shared-expert shared_expert_intermediate_size dense=3 routers=1\n"
+    "implicit-ignore lm_head\n";
 
 /* ---- synth: the published layout (one Linear per expert) ---------------- */
 
@@ -178,8 +131,6 @@ static json_t *qwen_moe_synth_config(const synth_geom *g)
     return c;
 }
 
-static const char *const qwen_moe_implicit_ignore[] = {"lm_head", NULL};
-
 static const ff_synth_knob qwen_moe_knobs[] = {
     FF_KNOBS_DECODER, FF_KNOB_VOCAB, FF_KNOBS_MOE,
     FF_KNOBS_END,
@@ -188,13 +139,7 @@ static const ff_synth_knob qwen_moe_knobs[] = {
 const ff_family ff_family_qwen_moe = {
     .name = "qwen_moe",
     .model_types = "qwen3_moe, qwen2_moe",
-    .matches = qwen_moe_matches,
-    .rules = qwen_moe_rules,
-    .nrules = sizeof qwen_moe_rules / sizeof *qwen_moe_rules,
-    .expect = qwen_moe_expect,
-    .dense_rule = "q/k/v/o in every layer, gate/up/down in dense layers and shared experts",
-    .geometry = qwen_moe_geometry,
-    .implicit_ignore = qwen_moe_implicit_ignore,
+    .desc_text = qwen_moe_description,
     .synth_presets = qwen_moe_presets,
     .synth_knobs = qwen_moe_knobs,
     .synth_preset = qwen_moe_synth_preset,

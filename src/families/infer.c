@@ -1,0 +1,282 @@
+/* plan --infer, part one: every tensor name generalized to a template (the
+ * decoder layer index and the expert index become placeholders) and each
+ * template placed by its name and shape against the config's sizes. What
+ * the templates say about the layers (counts, which carry experts) is
+ * infer_text.c's. */
+#include "infer_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsutil.h"
+#include "jsonio.h"
+
+/* The layer index after "layers." (at the start or after a '.'): its
+ * offset and length, or 0 when the name has none. */
+static int find_index(const char *name, const char *word, size_t *at, size_t *len, long *value)
+{
+    size_t wl = strlen(word);
+    for (const char *s = strstr(name, word); s; s = strstr(s + 1, word)) {
+        if (s != name && s[-1] != '.')
+            continue;
+        const char *d = s + wl, *x = d;
+        while (*x >= '0' && *x <= '9')
+            x++;
+        if (x == d || *x != '.' || x - d > 9)
+            continue;
+        *at = (size_t)(d - name), *len = (size_t)(x - d), *value = strtol(d, NULL, 10);
+        return 1;
+    }
+    return 0;
+}
+
+/* name with the layer index as '#' and the expert index as '@'. */
+static char *generalize(const char *name, long *layer, long *expert)
+{
+    char *t = strdup(name);
+    if (!t)
+        return NULL;
+    size_t at, len;
+    *layer = *expert = -1;
+    if (find_index(t, "layers.", &at, &len, layer)) {
+        t[at] = '#';
+        memmove(t + at + 1, t + at + len, strlen(t + at + len) + 1);
+    }
+    if (find_index(t, "experts.", &at, &len, expert)) {
+        t[at] = '@';
+        memmove(t + at + 1, t + at + len, strlen(t + at + len) + 1);
+    }
+    return t;
+}
+
+static infer_tmpl *find_or_add(infer_scan *s, char *tname, const st_tensor *st, ff_err *e)
+{
+    for (size_t i = 0; i < s->ntmpl; i++)
+        if (strcmp(s->tmpl[i].name, tname) == 0) {
+            free(tname);
+            return &s->tmpl[i];
+        }
+    if (s->ntmpl == s->cap_tmpl) {
+        size_t cap = s->cap_tmpl ? 2 * s->cap_tmpl : 64;
+        infer_tmpl *n = realloc(s->tmpl, cap * sizeof *n);
+        if (!n) {
+            free(tname);
+            return ff_oom(e, "out of memory"), NULL;
+        }
+        s->tmpl = n, s->cap_tmpl = cap;
+    }
+    infer_tmpl *t = &s->tmpl[s->ntmpl++];
+    memset(t, 0, sizeof *t);
+    t->name = tname;
+    t->st = st;
+    return t;
+}
+
+/* ---- placing one template ---- */
+
+static int has(const char *s, const char *w) { return strstr(s, w) != NULL; }
+
+static const char *leaf_of(const char *name, char *buf, size_t n)
+{
+    size_t len = strlen(name);
+    if (len > 7 && strcmp(name + len - 7, ".weight") == 0)
+        len -= 7;
+    const char *start = name;
+    for (size_t i = 0; i < len; i++)
+        if (name[i] == '.')
+            start = name + i + 1;
+    snprintf(buf, n, "%.*s", (int)(len - (size_t)(start - name)), start);
+    return buf;
+}
+
+static const char *fuse_key(const char *leaf)
+{
+    return ff_fused_group(leaf, strlen(leaf));
+}
+
+static const char *linear_group(const char *name)
+{
+    if (has(name, "shared_expert"))
+        return "shared_expert";
+    if (has(name, "attn") || has(name, "attention"))
+        return "attention";
+    if (has(name, "mlp") || has(name, "ffn") || has(name, "feed_forward"))
+        return "mlp";
+    return "linear";
+}
+
+static int is_tower(const char *name)
+{
+    static const char *const words[] = {"visual", "vision", "audio", "mm_projector", "multi_modal_projector",
+                                        "image_newline", NULL};
+    for (int i = 0; words[i]; i++)
+        if (has(name, words[i]))
+            return 1;
+    return 0;
+}
+
+/* Fused 3-D experts [E, a, b]: a down projection is [E, H, I] as
+ * transformers stores it, the others [E, out, H]; transposed otherwise. */
+static void place_fused(infer_scan *s, infer_tmpl *t, const char *leaf)
+{
+    const int64_t *sh = t->st->shape, h = s->hidden;
+    int down = has(leaf, "down") || strcmp(leaf, "w2") == 0;
+    int two = has(leaf, "gate_up") || has(leaf, "w13");
+    int plain = down ? sh[1] == h : sh[2] == h, trans = down ? sh[2] == h : sh[1] == h;
+    if (plain && trans)
+        t->ambiguous = 1;
+    t->kind = two ? (plain || !trans ? K_FUSED2 : K_FUSED2_T) : (plain || !trans ? K_ONE : K_ONE_T);
+    if (!plain && !trans)
+        t->kind = K_UNPLACED;
+    t->out = two ? "gate_proj,up_proj" : NULL;
+    s->fused_width = down ? (plain ? sh[2] : sh[1]) : s->fused_width;
+}
+
+static void place_kept(infer_tmpl *t)
+{
+    const char *n = t->name;
+    t->kind = K_KEEP;
+    if (has(n, "embed")) {
+        t->group = "embedding", t->fixed = 1;
+    } else if (has(n, "norm")) {
+        t->group = "norm", t->fixed = 1;
+    } else if (has(n, "correction_bias")) {
+        t->group = "router", t->fixed = 1;
+    } else if (t->st->ndim == 1 && fs_ends_with(n, ".bias")) {
+        t->group = "bias";
+    } else if (t->st->ndim <= 1 || !fs_ends_with(n, ".weight")) {
+        t->group = "other";
+    } else {
+        t->kind = K_UNPLACED;
+        t->linear = 1;      /* likely a Linear: listed in ignore, so vLLM keeps it as it is */
+    }
+}
+
+/* A router Linear inside a module named gate or router (Hunyuan's
+ * mlp.gate.wg): compressed-tensors counts a class named so as a Linear
+ * too, so the parent goes in the ignore list beside it. */
+static int router_parent(const char *name, const char *leaf)
+{
+    size_t n = strlen(name) - strlen(".weight") - strlen(leaf);
+    if (strcmp(leaf, "gate") == 0 || strcmp(leaf, "router") == 0 || n < 2)
+        return 0;
+    size_t start = n - 1;
+    while (start > 0 && name[start - 1] != '.')
+        start--;
+    size_t len = n - 1 - start;
+    return (len == 4 && strncmp(name + start, "gate", 4) == 0) || (len == 6 && strncmp(name + start, "router", 6) == 0);
+}
+
+static void place(infer_scan *s, infer_tmpl *t)
+{
+    char lb[128];
+    const char *leaf = leaf_of(t->name, lb, sizeof lb), *n = t->name;
+    const st_tensor *st = t->st;
+    int weight = fs_ends_with(n, ".weight"), two_d = st->ndim == 2 && weight;
+    int64_t experts = s->experts;
+    if (strpbrk(n, "()[]{}*+?|^$\\ ")) {
+        t->kind = K_UNPLACED;     /* a name a pattern cannot say plainly */
+        t->linear = two_d;
+    } else if (is_tower(n)) {
+        t->kind = K_TOWER, t->linear = two_d;
+    } else if (st->ndim == 3 && experts > 0 && st->shape[0] == experts && t->layered) {
+        place_fused(s, t, leaf);
+    } else if (t->per_expert && two_d) {
+        /* w1/w3/w2 experts are written under the names llm-compressor's
+         * linearized experts use and vLLM's expert mapping reads */
+        static const char *const renamed[][2] = {{"w1", "gate_proj"}, {"w3", "up_proj"}, {"w2", "down_proj"}};
+        t->kind = K_EXPERT, t->fuse = fuse_key(leaf);
+        for (size_t r = 0; r < 3; r++)
+            if (strcmp(leaf, renamed[r][0]) == 0)
+                t->out = renamed[r][1];
+    } else if (fs_ends_with(n, "lm_head.weight") && (n == strstr(n, "lm_head") || n[strlen(n) - 15] == '.')) {
+        t->kind = K_KEEP, t->group = "lm_head", t->fixed = 1, t->linear = 1;
+    } else if (two_d && t->layered && ((experts > 0 && st->shape[0] == experts) || (st->shape[0] == 1 && has(n, "gate")))) {
+        t->kind = K_ROUTER;       /* a router's width is the expert count; a shared expert's gate is 1 */
+        t->parent = router_parent(n, leaf);
+    } else if (two_d && t->layered && ff_linear_leaf(leaf, strlen(leaf)) && st->shape[1] % 16 == 0) {
+        t->kind = K_QUANT, t->group = linear_group(n), t->fuse = fuse_key(leaf);
+    } else {
+        place_kept(t);
+    }
+}
+
+/* The config object the sizes are in: text_config for a multimodal config
+ * that nests them. */
+static const json_t *text_config(const json_t *config, const char **section)
+{
+    const json_t *tc = json_object_get(config, "text_config");
+    *section = NULL;
+    if (json_is_object(tc) && json_object_get(tc, "num_hidden_layers") && !json_object_get(config, "num_hidden_layers")) {
+        *section = "text_config";
+        return tc;
+    }
+    return config;
+}
+
+int infer_first_key(const json_t *c, const char *const *keys, int64_t want, const char **key)
+{
+    for (int i = 0; keys[i]; i++) {
+        const json_t *v = json_object_get(c, keys[i]);
+        if (json_is_integer(v) && json_integer_value(v) > 0 && (want < 0 || json_integer_value(v) == want)) {
+            *key = keys[i];
+            return 1;
+        }
+    }
+    *key = NULL;
+    return 0;
+}
+
+int infer_scan_build(infer_scan *s, const ckpt *c, ff_err *e)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = text_config(c->config, &s->section);
+    s->layers = jsonio_int(s->cfg, "num_hidden_layers", 0);
+    s->hidden = jsonio_int(s->cfg, "hidden_size", 0);
+    if (s->layers <= 0 || s->layers > FF_MAX_LAYERS || s->hidden <= 0)
+        return ff_fail(e, FF_EIO, "%s/config.json: lacks num_hidden_layers or hidden_size: nothing to infer a family from",
+                       c->dir);
+    const char *key;
+    s->experts = infer_first_key(s->cfg, ff_expert_count_keys, -1, &key) ? jsonio_int(s->cfg, key, 0) : 0;
+    s->ntensors = c->ntensors;
+    s->tmpl_of = malloc((c->ntensors ? c->ntensors : 1) * sizeof *s->tmpl_of);
+    s->layer_of = malloc((c->ntensors ? c->ntensors : 1) * sizeof *s->layer_of);
+    if (!s->tmpl_of || !s->layer_of)
+        return ff_oom(e, "out of memory");
+    for (size_t i = 0; i < c->ntensors; i++) {
+        const st_tensor *st = c->tensors[i].st;
+        s->tmpl_of[i] = SIZE_MAX;
+        if (fs_ends_with(st->name, "_scale_inv"))
+            continue;            /* an FP8-block scale belongs to its weight */
+        long layer, expert;
+        char *tn = generalize(st->name, &layer, &expert);
+        infer_tmpl *t = tn ? find_or_add(s, tn, st, e) : NULL;
+        if (!t)
+            return tn ? e->code : ff_oom(e, "out of memory");
+        s->tmpl_of[i] = (size_t)(t - s->tmpl);
+        s->layer_of[i] = layer;
+        t->layered |= layer >= 0, t->per_expert |= expert >= 0;
+        t->main |= layer < s->layers;
+        t->count++;
+        if (layer >= s->layers)
+            s->mtp = 1;
+        if (expert >= s->seen_experts)
+            s->seen_experts = expert + 1;
+    }
+    for (size_t i = 0; i < s->ntmpl; i++)
+        if (s->tmpl[i].main)
+            place(s, &s->tmpl[i]);
+        else
+            s->tmpl[i].kind = K_MTP;     /* the mtp directive keeps these */
+    return FF_OK;
+}
+
+void infer_scan_free(infer_scan *s)
+{
+    for (size_t i = 0; i < s->ntmpl; i++)
+        free(s->tmpl[i].name);
+    free(s->tmpl);
+    free(s->tmpl_of);
+    free(s->layer_of);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# A family as data (issue 37): the description loader names the line of every
+# error; --family-file and --infer-family plan, quantize and verify an
+# architecture fp4forge has no family for exactly as the built-in family
+# would; plan --infer proposes a description that gives the built-in plan
+# (and the same bytes) on the families it can derive, and says NOT derived
+# (and --infer-family refuses, writing nothing) on the ones it cannot; a
+# description that leaves experts out, quantizes a router or misses a fused
+# partner is refused with the invariant it breaks, whatever its counts say.
+set -u
+. "$(dirname "$0")/lib.sh"
+W=$WORK/family_file; rm -rf "$W"; mkdir -p "$W"
+
+# An architecture fp4forge does not know: Qwen3-MoE's tensors under a new model_type.
+$FF_FAST synth --arch qwen3-moe "$W/s" > /dev/null || { fail family_file_setup; exit 1; }
+cp -r "$W/s" "$W/u"
+sed -i 's/"model_type": "qwen3_moe"/"model_type": "brandnew_moe"/' "$W/u/config.json"
+digest() { (cd "$1" && sha256sum model*.safetensors* | sha256sum | cut -c1-16); }
+qconfig() { python3 -c "import json,sys; print(json.dumps(json.load(open(sys.argv[1] + '/config.json'))['quantization_config'], sort_keys=True))" "$1"; }
+
+expect_rc family_unknown_refused 1 $FF plan "$W/u"
+grep -q "model_type 'brandnew_moe' is not a family fp4forge knows.*plan $W/u --infer. proposes a description" \
+    "$WORK/family_unknown_refused.out" || fail family_unknown_names_infer "$(head -c 300 "$WORK/family_unknown_refused.out")"
+
+$FF plan "$W/u" --infer > "$W/u.fam" 2> "$W/infer.err"; rc=$?
+if [ $rc -eq 0 ] && grep -q "^# derived" "$W/u.fam" && grep -q "^family brandnew_moe$" "$W/u.fam" &&
+   grep -q "^router \$(L)mlp\[.\]gate\[.\]weight\$$" "$W/u.fam" && grep -q "derived" "$W/infer.err"; then
+    pass family_infer_derived "a derived description, the router a router rule"
+else fail family_infer_derived "rc=$rc $(head -3 "$W/infer.err")"; fi
+
+# The same bytes as the built-in family on the same tensors, by file or inferred in one go.
+$FF_FAST quantize "$W/s" "$W/q-builtin" --no-doctor --quiet > /dev/null 2>&1
+expect_rc family_file_quantize 0 $FF quantize "$W/u" "$W/q-file" --family-file "$W/u.fam" --no-doctor --quiet
+expect_rc family_infer_quantize 0 $FF_FAST quantize "$W/u" "$W/q-infer" --infer-family --no-doctor --quiet
+if [ "$(digest "$W/q-builtin")" = "$(digest "$W/q-file")" ] && [ "$(digest "$W/q-file")" = "$(digest "$W/q-infer")" ] &&
+   [ "$(qconfig "$W/q-builtin")" = "$(qconfig "$W/q-file")" ] && cmp -s "$W/q-file/config.json" "$W/q-infer/config.json"; then
+    pass family_file_bytes_equal_builtin "--family-file and --infer-family write the built-in family's tensors and quantization_config"
+else fail family_file_bytes_equal_builtin; fi
+$FF verify "$W/q-file" --family-file "$W/u.fam" --against "$W/u" > "$W/verify.out" 2>&1; rc=$?
+if [ $rc -eq 0 ] && grep -q "fused_scales  *36 fused groups" "$W/verify.out" && grep -q "verdict: PASS" "$W/verify.out"; then
+    pass family_file_verify "verify --family-file checks the 36 fused groups"
+else fail family_file_verify "rc=$rc"; fi
+$FF verify "$W/q-file" > "$W/verify-nofam.out" 2>&1; rc=$?
+if [ $rc -eq 6 ] && grep -q "model_type 'brandnew_moe' is no family fp4forge knows: routers, towers and norms cannot be told apart" "$W/verify-nofam.out"; then
+    pass family_verify_without_family_fails "exit 6: a skipped check is not a pass"
+else fail family_verify_without_family_fails "rc=$rc"; fi
+expect_rc family_file_other_model_type 1 $FF plan "$W/s" --family-file "$W/u.fam"
+grep -q "model_type 'qwen3_moe' is not one the family brandnew_moe claims" "$WORK/family_file_other_model_type.out" ||
+    fail family_file_other_model_type_message
+expect_rc family_file_and_infer_refused 2 $FF plan "$W/u" --family-file "$W/u.fam" --infer-family
+
+# ---- the loader: one line naming the file and the line ----
+# bad NAME LINE MESSAGE: the description in $W/NAME.fam is refused, exit 1, at LINE
+bad() {
+    local name=$1 line=$2 msg=$3
+    $FF plan "$W/u" --family-file "$W/$name.fam" > "$W/$name.out" 2>&1; local rc=$?
+    if [ $rc -eq 1 ] && [ "$(wc -l < "$W/$name.out")" -eq 1 ] && grep -q "$W/$name.fam:$line: .*$msg" "$W/$name.out"; then
+        pass "family_file_$name" "line $line"
+    else fail "family_file_$name" "rc=$rc: $(head -c 300 "$W/$name.out")"; fi
+}
+head='format 1
+family x
+model-type brandnew_moe
+define L ^model[.]layers[.][0-9]+[.]'
+printf '%s\nquant $(L)q_proj$ group=attention\nfrobnicate 3\n' "$head" > "$W/unknown_directive.fam"
+bad unknown_directive 6 "unknown directive 'frobnicate'"
+printf '%s\nquant $(L)(q|k_proj$ group=attention\n' "$head" > "$W/bad_regex.fam"
+bad bad_regex 5 "does not compile"
+printf '%s\nquant $(L)q_proj$ colour=red\n' "$head" > "$W/bad_option.fam"
+bad bad_option 5 "unknown option 'colour'"
+printf '%s\nquant $(Q)q_proj$\n' "$head" > "$W/undefined_define.fam"
+bad undefined_define 5 "\$(Q) is not defined"
+printf '%s\nexperts $(L)mlp[.]experts[.]gate_up_proj$ layout=fused3 out=gate_proj,up_proj\n' "$head" > "$W/bad_layout.fam"
+bad bad_layout 5 "layout=fused3 is not one of"
+printf '%s\nexperts $(L)mlp[.]experts[.]down_proj$ layout=one out=a,b\n' "$head" > "$W/bad_outs.fam"
+bad bad_outs 5 "names 1 output Linear"
+printf '%s\nfamily y\n' "$head" > "$W/twice.fam"
+bad twice 5 "family given twice"
+printf '%s\nquant $(L)q_proj$\n\nexpert $(L)mlp[.]experts[.][0-9]+[.]down_proj[.]weight$\ndense-per-layer 1\n' "$head" > "$W/no_experts_key.fam"
+bad no_experts_key 7 "an experts rule needs experts-key"
+printf '%s\ndefine L x\n' "$head" > "$W/define_twice.fam"
+bad define_twice 5 "\$(L) is defined twice"
+printf 'format 2\n' > "$W/format.fam"
+bad format 1 "this fp4forge reads format 1"
+printf '%s\nquant $(L)q_proj$\n' "$head" > "$W/incomplete.fam"
+$FF plan "$W/u" --family-file "$W/incomplete.fam" > "$W/incomplete.out" 2>&1; rc=$?
+if [ $rc -eq 1 ] && grep -q "incomplete.fam: a description needs format 1, family, model-type and dense-per-layer" "$W/incomplete.out"; then
+    pass family_file_incomplete; else fail family_file_incomplete "rc=$rc $(cat "$W/incomplete.out")"; fi
+expect_rc family_file_missing 1 $FF plan "$W/u" --family-file "$W/nonexistent.fam"
+grep -q "nonexistent.fam" "$WORK/family_file_missing.out" || fail family_file_missing_names_it
+
+# ---- descriptions that break an invariant, whatever their counts say: exit 3, nothing written ----
+# broken NAME MESSAGE SED...: u.fam edited by the sed scripts is refused by plan and quantize
+broken() {
+    local name=$1 msg=$2; shift 2
+    sed "$@" "$W/u.fam" > "$W/$name.fam"
+    $FF plan "$W/u" --family-file "$W/$name.fam" > "$W/$name.out" 2>&1; local rc=$?
+    $FF quantize "$W/u" "$W/q-$name" --family-file "$W/$name.fam" --no-doctor --quiet > "$W/$name.q.out" 2>&1; local qrc=$?
+    if [ $rc -eq 3 ] && [ $qrc -eq 3 ] && [ ! -e "$W/q-$name" ] && grep -q "$msg" "$W/$name.out"; then
+        pass "family_file_$name" "exit 3, nothing written"
+    else fail "family_file_$name" "plan rc=$rc, quantize rc=$qrc: $(grep -m1 -i "violat\|refused\|:" "$W/$name.out" | head -c 300)"; fi
+}
+broken experts_left_out "gives 8 experts (num_experts), but the family quantizes no expert Linear" \
+    -e '/^expert /d' -e '/^experts-key/d' -e '/^top-k-key/d' -e '/^expert-width-key/d' -e '/^moe-layers/d' \
+    -e '/^routers-per-moe-layer/d' -e 's/^dense-per-layer 0/dense-per-layer 4/' -e '/^dense-per-moe-layer/d' -e '/^router /d'
+broken router_quantized "mlp.gate.weight is router-shaped" \
+    -e 's/^router \(.*\)$/quant \1 group=mlp/' -e 's/^dense-per-moe-layer 4/dense-per-moe-layer 5/' -e 's/^routers-per-moe-layer 1/routers-per-moe-layer 0/'
+broken fused_partner_untied "v_proj.weight are one GEMM in vLLM (qkv) but would get two global scales" \
+    -e '/v_proj/s/ fuse=qkv//'
+broken fused_partner_kept "is quantized but .*v_proj.weight, its partner in vLLM's fused qkv GEMM, is kept" \
+    -e '/v_proj/d' -e 's/^dense-per-moe-layer 4/dense-per-moe-layer 3/'
+
+# ---- plan --infer on the built-in families' synthetic checkpoints ----
+# Derivable: the inferred description plans exactly as the built-in family does.
+for arch in qwen3-moe qwen2-moe mixtral glm4-moe deepseek-v3 kimi-k2 minimax-m2 glm4.7-flash kimi-k2.5; do
+    $FF_FAST synth --arch $arch "$W/p-$arch" > /dev/null 2>&1
+    $FF plan "$W/p-$arch" --infer > "$W/p-$arch.fam" 2> /dev/null; irc=$?
+    strip='import json,sys; j=json.load(open(sys.argv[1])); [j.pop(k) for k in ("family","families")]; print(json.dumps(j))'
+    a=$($FF plan "$W/p-$arch" --json 2>&1 | python3 -c "$strip" /dev/stdin 2>&1)
+    b=$($FF plan "$W/p-$arch" --json --family-file "$W/p-$arch.fam" 2>&1 | python3 -c "$strip" /dev/stdin 2>&1)
+    if [ $irc -eq 0 ] && grep -q "^# derived" "$W/p-$arch.fam" && [ "$a" = "$b" ]; then
+        pass "family_infer_same_plan_$arch"
+    else fail "family_infer_same_plan_$arch" "rc=$irc $(grep -m1 derived "$W/p-$arch.fam")"; fi
+done
+for arch in mixtral kimi-k2.5; do
+    $FF_FAST quantize "$W/p-$arch" "$W/pq-$arch" --no-doctor --quiet > /dev/null 2>&1
+    $FF_FAST quantize "$W/p-$arch" "$W/pf-$arch" --family-file "$W/p-$arch.fam" --no-doctor --quiet > /dev/null 2>&1
+    if [ "$(digest "$W/pq-$arch")" = "$(digest "$W/pf-$arch")" ] && cmp -s "$W/pq-$arch/config.json" "$W/pf-$arch/config.json"; then
+        pass "family_infer_same_bytes_$arch"; else fail "family_infer_same_bytes_$arch"; fi
+done
+# Not derivable (per-layer-type Linears, indexers, MXFP4 scales, a layout the shape cannot tell):
+# NOT derived: plan --infer prints what it could and exits 3, and --infer-family refuses
+# before writing anything.
+for arch in gemma4-dense llama4 qwen3-next deepseek-v3.2 gpt-oss-20b; do
+    $FF_FAST synth --arch $arch "$W/n-$arch" > /dev/null 2>&1
+    python3 - "$W/n-$arch/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["model_type"] = "brandnew_" + c["model_type"]
+json.dump(c, open(sys.argv[1], "w"))
+PY
+    $FF plan "$W/n-$arch" --infer > "$W/n-$arch.fam" 2> /dev/null; irc=$?
+    $FF quantize "$W/n-$arch" "$W/nq-$arch" --infer-family --no-doctor --quiet > "$W/n-$arch.out" 2>&1; rc=$?
+    if grep -q "^# NOT derived: " "$W/n-$arch.fam" && [ $irc -eq 3 ] && [ $rc -eq 3 ] && [ ! -e "$W/nq-$arch" ] &&
+       grep -q "the description cannot be derived" "$W/n-$arch.out"; then
+        pass "family_infer_refuses_$arch" "$(grep -m1 -o 'NOT derived: .\{0,60\}' "$W/n-$arch.fam")"
+    else fail "family_infer_refuses_$arch" "rc=$rc $(head -c 200 "$W/n-$arch.out")"; fi
+done
+exit $GOLDEN_RC
