@@ -52,29 +52,12 @@ typedef struct ff_rule {
     const char *expert_out[2];
 } ff_rule;
 
-/* Row helpers so a rule table reads at a glance. */
-#define FF_QUANT(re, grp, tie) {.regex = (re), .role = ROLE_LINEAR, .group = (grp), .linear = 1, .fuse = (tie)}
-/* One expert's own 2-D Linear (checkpoints that store experts one by one). */
-#define FF_EXPERT(re, tie) {.regex = (re), .role = ROLE_LINEAR, .group = "experts", .linear = 1, .fuse = (tie), .expert = 1}
-#define FF_EXPERT_AS(re, tie, out) \
-    {.regex = (re), .role = ROLE_LINEAR, .group = "experts", .linear = 1, .fuse = (tie), .expert = 1, .out_name = (out)}
-/* Fused 3-D experts, split into the per-expert names vLLM's loaders map. */
-#define FF_EXPERTS_FUSED(re, role_, a, b) {.regex = (re), .role = (role_), .group = "experts", .linear = 1, .expert_out = {(a), (b)}}
-/* A router (a Linear that must stay in its dtype: quantized, it serves NaN). */
-#define FF_ROUTER(re, parent_too) {.regex = (re), .role = ROLE_KEEP, .group = "router", .linear = 1, .guard = GUARD_ROUTER, .ignore_parent = (parent_too)}
+/* Every built-in family's rule table is a description (docs/family-files.md,
+ * ff_family.desc_text), read into these rows; C builds a row only for what
+ * a hook decides per tensor (ff_decoder_mtp_rule's multi-token-prediction
+ * layers). */
 #define FF_KEEP(re, grp, grd) {.regex = (re), .role = ROLE_KEEP, .group = (grp), .guard = (grd)}
 #define FF_KEEP_LINEAR(re, grp, grd) {.regex = (re), .role = ROLE_KEEP, .group = (grp), .linear = 1, .guard = (grd)}
-#define FF_TOWER(re, grp, lin) {.regex = (re), .role = ROLE_KEEP, .group = (grp), .linear = (lin), .guard = GUARD_FIXED, .tower = 1}
-/* The q/k/v/o + gate/up/down rows every decoder shares; `layer` is the ERE
- * prefix of one decoder layer ("^model\\.layers\\.[0-9]+\\."). vLLM fuses
- * q/k/v (QKVParallelLinear) and gate/up (MergedColumnParallelLinear) into one
- * GEMM with one global scale, so they are tied. */
-#define FF_DENSE_ATTENTION_ROWS(layer)                                                   \
-    FF_QUANT(layer "self_attn\\.(q|k|v)_proj\\.weight$", "attention", "qkv"),            \
-    FF_QUANT(layer "self_attn\\.o_proj\\.weight$", "attention", NULL)
-#define FF_DENSE_MLP_ROWS(layer, mlp)                                                    \
-    FF_QUANT(layer mlp "\\.(gate|up)_proj\\.weight$", "mlp", "gate_up"),                 \
-    FF_QUANT(layer mlp "\\.down_proj\\.weight$", "mlp", NULL)
 
 /* What the config implies, for the plan's invariants. */
 typedef struct ff_expect {

@@ -67,6 +67,38 @@ static const char *define_value(const famparse *ps, const char *name, size_t n)
     return NULL;
 }
 
+/* glibc's regcomp copies a repeated subexpression once per repetition, so
+ * stacked or nested repetition grows it exponentially ("a++++++++" takes
+ * gigabytes): a pattern that could is refused before it is compiled. A name
+ * pattern needs none of it. */
+static const char *pattern_bounded(const char *p)
+{
+    int depth = 0, last_quantified = 0;
+    for (; *p; p++) {
+        int quantifier = *p == '*' || *p == '+' || *p == '?' || *p == '{';
+        if (quantifier && last_quantified)
+            return "a repetition of a repetition (it could take gigabytes to compile)";
+        if (*p == '{') {
+            char *end;
+            long lo = strtol(p + 1, &end, 10), hi = *end == ',' ? strtol(end + 1, &end, 10) : lo;
+            if (lo > 64 || hi > 64)
+                return "a repetition count above 64";
+            p = strchr(p, '}') ? strchr(p, '}') : p;
+        } else if (*p == '[') {
+            const char *close = strchr(p + 2, ']');   /* "[]...]" holds a literal ']' */
+            p = close ? close : p;
+        } else if (*p == '\\' && p[1]) {
+            p++;
+        } else if (*p == '(' && ++depth > 8) {
+            return "groups nested deeper than 8";
+        } else if (*p == ')') {
+            depth--;
+        }
+        last_quantified = quantifier;
+    }
+    return NULL;
+}
+
 static const char *expand(famparse *ps, const char *pat, ff_err *e)
 {
     char buf[2048];
@@ -92,6 +124,9 @@ static const char *expand(famparse *ps, const char *pat, ff_err *e)
         len += n;
     }
     buf[len] = 0;
+    const char *unbounded = pattern_bounded(buf);
+    if (unbounded)
+        return perr(ps, e, "pattern %s: %s", buf, unbounded), NULL;
     regex_t re;
     int rc = regcomp(&re, buf, REG_EXTENDED | REG_NOSUB);
     if (rc) {
@@ -158,9 +193,16 @@ static int parse_opts(famparse *ps, char **tok, int ntok, int allowed, rule_opts
     return FF_OK;
 }
 
-static int push_rule(famparse *ps, const ff_rule *r, ff_err *e)
+static int push_rule(famparse *ps, ff_rule *r, ff_err *e)
 {
     ff_famdesc *d = ps->d;
+    /* one pointer a group: reports key their rows by it, as they do the C
+     * tables' string literals */
+    for (size_t i = 0; i < d->nrules; i++)
+        if (strcmp(d->rules[i].group, r->group) == 0) {
+            r->group = d->rules[i].group;
+            break;
+        }
     if (d->nrules == d->cap_rules) {
         size_t cap = d->cap_rules ? 2 * d->cap_rules : 16;
         ff_rule *n = realloc(d->rules, cap * sizeof *n);
@@ -216,6 +258,23 @@ static const struct {
     {"fused2-t", ROLE_EXPERTS_FUSED2_T, 2}, {"one-t", ROLE_EXPERTS_ONE_T, 1},
 };
 
+/* out=A[,B]: the per-expert output names of a fused 3-D tensor, want of them. */
+static int expert_outs(famparse *ps, const char *out, int want, const char *what, ff_rule *r, ff_err *e)
+{
+    const char *comma = strchr(out, ',');
+    if ((comma != NULL) != (want == 2) || (comma && (comma == out || !comma[1] || strchr(comma + 1, ','))))
+        return perr(ps, e, "%s names %d output Linear%s in out= (got %s)", what, want,
+                    want == 2 ? "s, comma-separated" : "", out);
+    if (!comma) {
+        r->expert_out[0] = out;
+        return FF_OK;
+    }
+    if (!(r->expert_out[0] = own(ps, out, (size_t)(comma - out), e)))
+        return e->code;
+    r->expert_out[1] = comma + 1;
+    return FF_OK;
+}
+
 static int d_experts(famparse *ps, char **tok, int ntok, ff_err *e)
 {
     ff_rule r;
@@ -230,18 +289,11 @@ static int d_experts(famparse *ps, char **tok, int ntok, ff_err *e)
         k++;
     if (k == sizeof layouts / sizeof *layouts)
         return perr(ps, e, "layout=%s is not one of fused2, one, fused2-t, one-t", o.layout);
-    const char *comma = strchr(o.out, ',');
-    if ((comma != NULL) != (layouts[k].outs == 2) || (comma && (comma == o.out || !comma[1] || strchr(comma + 1, ','))))
-        return perr(ps, e, "layout=%s names %d output Linear%s in out= (got %s)", o.layout, layouts[k].outs,
-                    layouts[k].outs == 2 ? "s, comma-separated" : "", o.out);
+    char what[40];
+    snprintf(what, sizeof what, "layout=%s", o.layout);
+    if ((rc = expert_outs(ps, o.out, layouts[k].outs, what, &r, e)))
+        return rc;
     r.role = layouts[k].role, r.linear = 1, r.group = "experts";
-    if (comma) {
-        if (!(r.expert_out[0] = own(ps, o.out, (size_t)(comma - o.out), e)))
-            return e->code;
-        r.expert_out[1] = comma + 1;
-    } else {
-        r.expert_out[0] = o.out;
-    }
     if (!ps->experts_line)
         ps->experts_line = ps->line;
     return push_rule(ps, &r, e);
@@ -262,14 +314,27 @@ static int keep_rule(famparse *ps, char **tok, int ntok, int tower, ff_err *e)
 {
     ff_rule r;
     rule_opts o;
-    int rc = rule_common(ps, tok, ntok, OPT_GROUP | OPT_LINEAR | (tower ? 0 : OPT_GUARD), &r, &o, e);
+    int rc = rule_common(ps, tok, ntok, OPT_GROUP | OPT_LINEAR | (tower ? 0 : OPT_GUARD | OPT_FUSE | OPT_OUT), &r, &o, e);
     if (rc)
         return rc;
-    if (o.guard && strcmp(o.guard, "none") != 0 && strcmp(o.guard, "fixed") != 0)
-        return perr(ps, e, "guard=%s is not none or fixed (a router is its own rule: router PATTERN)", o.guard);
-    r.role = ROLE_KEEP, r.linear = o.linear, r.tower = tower;
+    /* out=: a kept fused 3-D tensor's per-expert names, for the ignore list */
+    if (o.out && (rc = expert_outs(ps, o.out, strchr(o.out, ',') ? 2 : 1, "a kept fused tensor", &r, e)))
+        return rc;
+    /* guard=router: a router's companion that is no Linear (its score
+     * correction bias), refused to --only like the router itself */
+    static const char *const guards[] = {[GUARD_NONE] = "none", [GUARD_ROUTER] = "router", [GUARD_FIXED] = "fixed"};
+    int g = o.guard ? -1 : GUARD_NONE;
+    for (int k = 0; o.guard && k < 3; k++)
+        if (strcmp(o.guard, guards[k]) == 0)
+            g = k;
+    if (g < 0)
+        return perr(ps, e, "guard=%s is not none, fixed or router (a router Linear is its own rule: router PATTERN)",
+                    o.guard);
+    /* a kept pair vLLM fuses (DeepSeek-V3.2's indexer wk + weights_proj) is
+     * tied, so a recipe cannot quantize one of the two */
+    r.role = ROLE_KEEP, r.linear = o.linear, r.tower = tower, r.fuse = o.fuse;
     r.group = o.group ? o.group : tower ? "vision" : "other";
-    r.guard = tower || (o.guard && strcmp(o.guard, "fixed") == 0) ? GUARD_FIXED : GUARD_NONE;
+    r.guard = tower ? GUARD_FIXED : (ff_guard)g;
     return push_rule(ps, &r, e);
 }
 
@@ -440,7 +505,7 @@ static const struct directive {
     {"expert", 1, 3, D_FN, d_expert, 0, 1, "expert PATTERN [fuse=K] [out=NAME]"},
     {"experts", 3, 3, D_FN, d_experts, 0, 1, "experts PATTERN layout=L out=A[,B]"},
     {"router", 1, 2, D_FN, d_router, 0, 1, "router PATTERN [parent]"},
-    {"keep", 1, 4, D_FN, d_keep, 0, 1, "keep PATTERN [group=G] [guard=none|fixed] [linear]"},
+    {"keep", 1, 6, D_FN, d_keep, 0, 1, "keep PATTERN [group=G] [guard=none|fixed|router] [fuse=K] [out=A[,B]] [linear]"},
     {"tower", 1, 3, D_FN, d_tower, 0, 1, "tower PATTERN [group=G] [linear]"},
     {"layers", 1, 1, D_KEY, NULL, offsetof(ff_famdesc, layers_key), 0, "layers KEY"},
     {"experts-key", 1, FAMDESC_MAX_KEYS, D_KEYS, NULL, offsetof(ff_famdesc, experts_keys), 0, "experts-key KEY..."},
@@ -526,12 +591,14 @@ static int given(const famparse *ps, const char *name)
     return 0;
 }
 
-/* What a whole description must say, checked once it is read. */
-static int finish(famparse *ps, ff_err *e)
+/* What a whole description must say, checked once it is read; the counts
+ * only where no C hook of the family (base) computes them. */
+static int finish(famparse *ps, const ff_family *base, ff_err *e)
 {
     ff_famdesc *d = ps->d;
     ps->line = 0;
-    if (!given(ps, "format") || !given(ps, "family") || !d->types[0] || !given(ps, "dense-per-layer"))
+    int counts_in_c = base && base->expect;
+    if (!given(ps, "format") || !given(ps, "family") || !d->types[0] || (!given(ps, "dense-per-layer") && !counts_in_c))
         return ff_fail(e, FF_EIO, "%s: a description needs format 1, family, model-type and dense-per-layer",
                        ps->origin);
     size_t quantized = 0;
@@ -539,7 +606,7 @@ static int finish(famparse *ps, ff_err *e)
         quantized += d->rules[i].role != ROLE_KEEP;
     if (!quantized)
         return ff_fail(e, FF_EIO, "%s: no rule quantizes anything (quant, expert or experts)", ps->origin);
-    if (ps->experts_line && !d->experts_keys[0]) {
+    if (ps->experts_line && !d->experts_keys[0] && !counts_in_c) {
         ps->line = ps->experts_line;
         return perr(ps, e, "an experts rule needs experts-key (the config key giving the expert count)");
     }
@@ -568,9 +635,13 @@ static int fill_family(famparse *ps, const ff_family *base, ff_err *e)
     f->name = name;
     f->note = note ? note : base ? base->note : NULL;
     f->rules = d->rules, f->nrules = d->nrules;
-    f->matches = NULL, f->expect = NULL, f->geometry = NULL;
-    f->override_rule = d->mtp ? ff_decoder_mtp_rule : NULL;
-    f->implicit_ignore = d->implicit[0] ? d->implicit : NULL;
+    /* what a built-in family still says in C (a config's layer kinds the
+     * counts cannot express, MLA's latent cache) stays; the rest is the text's */
+    f->matches = base ? base->matches : NULL;
+    f->expect = base ? base->expect : NULL;
+    f->geometry = base ? base->geometry : NULL;
+    f->override_rule = base && base->override_rule ? base->override_rule : d->mtp ? ff_decoder_mtp_rule : NULL;
+    f->implicit_ignore = d->implicit[0] ? d->implicit : base ? base->implicit_ignore : NULL;
     f->desc = d;
     char types[300];
     size_t len = 0;
@@ -582,7 +653,7 @@ static int fill_family(famparse *ps, const ff_family *base, ff_err *e)
         return e->code;
     snprintf(d->dense_rule, sizeof d->dense_rule, "%lld a dense layer, %lld a MoE layer, from %s",
              (long long)d->dense_per_layer, (long long)d->dense_per_moe_layer, ps->origin);
-    f->dense_rule = d->dense_rule;
+    f->dense_rule = base && base->expect ? base->dense_rule : d->dense_rule;
     return FF_OK;
 }
 
@@ -611,7 +682,7 @@ int famdesc_parse(const char *text, size_t len, const char *origin, const ff_fam
     }
     free(copy);
     if (!rc)
-        rc = finish(&ps, e);
+        rc = finish(&ps, base, e);
     if (!rc)
         rc = fill_family(&ps, base, e);
     if (rc) {

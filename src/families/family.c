@@ -225,12 +225,16 @@ int ff_matcher_init(ff_matcher *m, const ff_family *fam, const json_t *config, f
     m->fam = fam;
     m->config = config;
     m->re = calloc(fam->nrules, sizeof *m->re);
-    if (!m->re)
+    /* a matcher that failed holds nothing: callers free only one that opened */
+    if (!m->re) {
+        ff_matcher_free(m);
         return ff_oom(e, "out of memory");
+    }
     for (size_t i = 0; i < fam->nrules; i++) {
         if (regcomp(&m->re[i], fam->rules[i].regex, REG_EXTENDED | REG_NOSUB) != 0) {
-            m->n = i;
-            return ff_fail(e, FF_EIO, "%s: bad rule regex %s", fam->name, fam->rules[i].regex);
+            rc = ff_fail(e, FF_EIO, "%s: bad rule regex %s", fam->name, fam->rules[i].regex);
+            ff_matcher_free(m);
+            return rc;
         }
         m->n = i + 1;
     }

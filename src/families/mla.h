@@ -9,7 +9,8 @@
  * fused_qkv_a_proj (a MergedColumnParallelLinear) when q_lora_rank is set, so
  * the two share one global scale ("qkv_a"); kv_b_proj is quantized too (vLLM's
  * MLA dequantizes it after loading to build W_UK / W_UV, whatever the scheme).
- * The router mlp.gate and its e_score_correction_bias never quantize. */
+ * The router mlp.gate and its e_score_correction_bias never quantize. Each
+ * family's description (its desc_text) holds these rows. */
 #ifndef FF_MLA_H
 #define FF_MLA_H
 
@@ -17,17 +18,6 @@
 
 #include "family.h"
 #include "synth_list.h"
-
-#define FF_MLA_ROWS(layer)                                                                              \
-    FF_QUANT(layer "self_attn\\.(q_a_proj|kv_a_proj_with_mqa)\\.weight$", "attention", "qkv_a"),       \
-    FF_QUANT(layer "self_attn\\.(q_proj|q_b_proj|kv_b_proj|o_proj)\\.weight$", "attention", NULL),      \
-    FF_EXPERT(layer "mlp\\.experts\\.[0-9]+\\.(gate|up)_proj\\.weight$", "gate_up"),                  \
-    FF_EXPERT(layer "mlp\\.experts\\.[0-9]+\\.down_proj\\.weight$", NULL),                            \
-    FF_ROUTER(layer "mlp\\.gate\\.weight$", 0),                                                        \
-    FF_KEEP(layer "mlp\\.gate\\.e_score_correction_bias$", "router", GUARD_ROUTER),                    \
-    FF_QUANT(layer "mlp\\.shared_experts\\.(gate|up)_proj\\.weight$", "shared_expert", "gate_up"),     \
-    FF_QUANT(layer "mlp\\.shared_experts\\.down_proj\\.weight$", "shared_expert", NULL),               \
-    FF_DENSE_MLP_ROWS(layer, "mlp")
 
 /* Sparse unless among the first first_k_dense_replace, every moe_layer_freq-th. */
 int mla_is_moe_layer(const json_t *config, int layer);

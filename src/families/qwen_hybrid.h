@@ -12,33 +12,6 @@
 #include "family.h"
 #include "synth_list.h"
 
-/* The sparse block: experts one by one or fused 3-D (split per expert into
- * the names vLLM's loaders map to w13 / w2), each expert's gate/up sharing a
- * scale; the router and the shared-expert gate kept (quantized, they serve
- * NaN); the shared expert and dense MLPs quantized. */
-#define FF_QWEN_SPARSE_ROWS(layer)                                                                        \
-    FF_EXPERT(layer "mlp\\.experts\\.[0-9]+\\.(gate|up)_proj\\.weight$", "gate_up"),                    \
-    FF_EXPERT(layer "mlp\\.experts\\.[0-9]+\\.down_proj\\.weight$", NULL),                              \
-    FF_EXPERTS_FUSED(layer "mlp\\.experts\\.gate_up_proj$", ROLE_EXPERTS_FUSED2, "gate_proj", "up_proj"),   \
-    FF_EXPERTS_FUSED(layer "mlp\\.experts\\.down_proj$", ROLE_EXPERTS_ONE, "down_proj", NULL),             \
-    FF_ROUTER(layer "mlp\\.gate\\.weight$", 0),                                                          \
-    FF_ROUTER(layer "mlp\\.shared_expert_gate\\.weight$", 0),                                            \
-    FF_QUANT(layer "mlp\\.shared_expert\\.(gate|up)_proj\\.weight$", "shared_expert", "gate_up"),        \
-    FF_QUANT(layer "mlp\\.shared_expert\\.down_proj\\.weight$", "shared_expert", NULL),                  \
-    FF_DENSE_MLP_ROWS(layer, "mlp")
-
-/* The multi-token-prediction head mtp.* (fc, one decoder layer, norms):
- * vLLM's MTP drafter reads it and transformers drops it, so it is kept byte
- * for byte, its Linears in ignore, fused experts by their per-expert names. */
-#define FF_QWEN_MTP_ROWS                                                                                  \
-    {.regex = "^mtp\\..*\\.mlp\\.experts\\.gate_up_proj$", .role = ROLE_KEEP, .group = "mtp", .linear = 1,  \
-     .guard = GUARD_FIXED, .expert_out = {"gate_proj", "up_proj"}},                                       \
-    {.regex = "^mtp\\..*\\.mlp\\.experts\\.down_proj$", .role = ROLE_KEEP, .group = "mtp", .linear = 1,     \
-     .guard = GUARD_FIXED, .expert_out = {"down_proj", NULL}},                                            \
-    FF_KEEP("^mtp\\..*norm[a-z_]*\\.weight$", "mtp", GUARD_FIXED),                                        \
-    FF_KEEP_LINEAR("^mtp\\..*\\.weight$", "mtp", GUARD_FIXED),                                            \
-    FF_KEEP("^mtp\\.", "mtp", GUARD_FIXED)
-
 /* The text model's config: text_config of a ...ForConditionalGeneration, or
  * the config itself. */
 const json_t *qh_text_config(const json_t *config);

@@ -80,6 +80,8 @@ printf '%s\nquant $(L)q_proj$\n\nexpert $(L)mlp[.]experts[.][0-9]+[.]down_proj[.
 bad no_experts_key 7 "an experts rule needs experts-key"
 printf '%s\ndefine L x\n' "$head" > "$W/define_twice.fam"
 bad define_twice 5 "\$(L) is defined twice"
+printf '%s\nquant $(L)q_proj+++++++++++++++++++++++++$\n' "$head" > "$W/stacked_repetition.fam"
+bad stacked_repetition 5 "a repetition of a repetition"
 printf 'format 2\n' > "$W/format.fam"
 bad format 1 "this fp4forge reads format 1"
 printf '%s\nquant $(L)q_proj$\n' "$head" > "$W/incomplete.fam"

@@ -29,14 +29,26 @@
 #include "jsonio.h"
 #include "mla.h"
 
-#define LM "^model\\.layers\\.[0-9]+\\."
 
-static const ff_rule deepseek_v3_rules[] = {
-    FF_MLA_ROWS(LM),
-    FF_KEEP("^model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
-    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
-    FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
-};
+/* The rule table as data (docs/family-files.md); "[.]" is a literal dot. */
+static const char deepseek_v3_description[] =
+    "format 1\n"
+    "family deepseek_v3\n"
+    "model-type deepseek_v3\n"
+    "quant ^model[.]layers[.][0-9]+[.]self_attn[.](q_a_proj|kv_a_proj_with_mqa)[.]weight$ group=attention fuse=qkv_a\n"
+    "quant ^model[.]layers[.][0-9]+[.]self_attn[.](q_proj|q_b_proj|kv_b_proj|o_proj)[.]weight$ group=attention\n"
+    "expert ^model[.]layers[.][0-9]+[.]mlp[.]experts[.][0-9]+[.](gate|up)_proj[.]weight$ fuse=gate_up\n"
+    "expert ^model[.]layers[.][0-9]+[.]mlp[.]experts[.][0-9]+[.]down_proj[.]weight$\n"
+    "router ^model[.]layers[.][0-9]+[.]mlp[.]gate[.]weight$\n"
+    "keep ^model[.]layers[.][0-9]+[.]mlp[.]gate[.]e_score_correction_bias$ group=router guard=router\n"
+    "quant ^model[.]layers[.][0-9]+[.]mlp[.]shared_experts[.](gate|up)_proj[.]weight$ group=shared_expert fuse=gate_up\n"
+    "quant ^model[.]layers[.][0-9]+[.]mlp[.]shared_experts[.]down_proj[.]weight$ group=shared_expert\n"
+    "quant ^model[.]layers[.][0-9]+[.]mlp[.](gate|up)_proj[.]weight$ group=mlp fuse=gate_up\n"
+    "quant ^model[.]layers[.][0-9]+[.]mlp[.]down_proj[.]weight$ group=mlp\n"
+    "keep ^model[.]embed_tokens[.]weight$ group=embedding guard=fixed\n"
+    "keep (norm|layernorm)[.]weight$ group=norm guard=fixed\n"
+    "keep ^lm_head[.]weight$ group=lm_head guard=fixed linear\n"
+    "implicit-ignore lm_head\n";
 
 static int deepseek_v3_matches(const json_t *config)
 {
@@ -104,8 +116,6 @@ static json_t *deepseek_v3_synth_config(const synth_geom *g)
     return mla_synth_config(g, "deepseek_v3", "DeepseekV3ForCausalLM");
 }
 
-static const char *const deepseek_v3_implicit_ignore[] = {"lm_head", NULL};
-
 static const ff_synth_knob deepseek_v3_knobs[] = {
     FF_KNOBS_DECODER, FF_KNOB_VOCAB, FF_KNOBS_MOE,
     FF_KNOBS_END,
@@ -115,13 +125,11 @@ const ff_family ff_family_deepseek_v3 = {
     .name = "deepseek_v3",
     .model_types = "deepseek_v3",
     .matches = deepseek_v3_matches,
-    .rules = deepseek_v3_rules,
-    .nrules = sizeof deepseek_v3_rules / sizeof *deepseek_v3_rules,
+    .desc_text = deepseek_v3_description,
     .override_rule = ff_decoder_mtp_rule,
     .expect = deepseek_v3_expect,
     .dense_rule = "q_a/q_b (or q)/kv_a/kv_b/o in every layer, gate/up/down in the first_k_dense_replace layers and shared experts",
     .geometry = mla_geometry,
-    .implicit_ignore = deepseek_v3_implicit_ignore,
     .synth_presets = deepseek_v3_presets,
     .synth_knobs = deepseek_v3_knobs,
     .synth_preset = deepseek_v3_synth_preset,

@@ -21,18 +21,29 @@
 #include "jsonio.h"
 #include "mla.h"
 
-#define LM "^model\\.layers\\.[0-9]+\\."
 
-static const ff_rule deepseek_v32_rules[] = {
-    FF_QUANT(LM "self_attn\\.indexer\\.wq_b\\.weight$", "indexer", NULL),
-    {.regex = LM "self_attn\\.indexer\\.(wk|weights_proj)\\.weight$", .role = ROLE_KEEP, .group = "indexer",
-     .linear = 1, .fuse = "wk_weights_proj"},
-    FF_KEEP(LM "self_attn\\.indexer\\.", "indexer", GUARD_NONE),
-    FF_MLA_ROWS(LM),
-    FF_KEEP("^model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
-    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
-    FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
-};
+/* The rule table as data (docs/family-files.md); "[.]" is a literal dot. */
+static const char deepseek_v32_description[] =
+    "format 1\n"
+    "family deepseek_v32\n"
+    "model-type deepseek_v32 glm_moe_dsa\n"
+    "quant ^model[.]layers[.][0-9]+[.]self_attn[.]indexer[.]wq_b[.]weight$ group=indexer\n"
+    "keep ^model[.]layers[.][0-9]+[.]self_attn[.]indexer[.](wk|weights_proj)[.]weight$ group=indexer fuse=wk_weights_proj linear\n"
+    "keep ^model[.]layers[.][0-9]+[.]self_attn[.]indexer[.] group=indexer\n"
+    "quant ^model[.]layers[.][0-9]+[.]self_attn[.](q_a_proj|kv_a_proj_with_mqa)[.]weight$ group=attention fuse=qkv_a\n"
+    "quant ^model[.]layers[.][0-9]+[.]self_attn[.](q_proj|q_b_proj|kv_b_proj|o_proj)[.]weight$ group=attention\n"
+    "expert ^model[.]layers[.][0-9]+[.]mlp[.]experts[.][0-9]+[.](gate|up)_proj[.]weight$ fuse=gate_up\n"
+    "expert ^model[.]layers[.][0-9]+[.]mlp[.]experts[.][0-9]+[.]down_proj[.]weight$\n"
+    "router ^model[.]layers[.][0-9]+[.]mlp[.]gate[.]weight$\n"
+    "keep ^model[.]layers[.][0-9]+[.]mlp[.]gate[.]e_score_correction_bias$ group=router guard=router\n"
+    "quant ^model[.]layers[.][0-9]+[.]mlp[.]shared_experts[.](gate|up)_proj[.]weight$ group=shared_expert fuse=gate_up\n"
+    "quant ^model[.]layers[.][0-9]+[.]mlp[.]shared_experts[.]down_proj[.]weight$ group=shared_expert\n"
+    "quant ^model[.]layers[.][0-9]+[.]mlp[.](gate|up)_proj[.]weight$ group=mlp fuse=gate_up\n"
+    "quant ^model[.]layers[.][0-9]+[.]mlp[.]down_proj[.]weight$ group=mlp\n"
+    "keep ^model[.]embed_tokens[.]weight$ group=embedding guard=fixed\n"
+    "keep (norm|layernorm)[.]weight$ group=norm guard=fixed\n"
+    "keep ^lm_head[.]weight$ group=lm_head guard=fixed linear\n"
+    "implicit-ignore lm_head\n";
 
 static int deepseek_v32_matches(const json_t *config)
 {
@@ -149,8 +160,6 @@ static json_t *deepseek_v32_synth_config(const synth_geom *g)
     return c;
 }
 
-static const char *const deepseek_v32_implicit_ignore[] = {"lm_head", NULL};
-
 static const ff_synth_knob deepseek_v32_knobs[] = {
     FF_KNOBS_DECODER, FF_KNOB_VOCAB, FF_KNOBS_MOE,
     FF_KNOBS_END,
@@ -160,14 +169,12 @@ const ff_family ff_family_deepseek_v32 = {
     .name = "deepseek_v32",
     .model_types = "deepseek_v32, glm_moe_dsa",
     .matches = deepseek_v32_matches,
-    .rules = deepseek_v32_rules,
-    .nrules = sizeof deepseek_v32_rules / sizeof *deepseek_v32_rules,
+    .desc_text = deepseek_v32_description,
     .override_rule = ff_decoder_mtp_rule,
     .expect = deepseek_v32_expect,
     .dense_rule = "q_a/q_b/kv_a/kv_b/o and the indexer's wq_b in every layer, gate/up/down in the "
                   "first_k_dense_replace layers and shared experts",
     .geometry = deepseek_v32_geometry,
-    .implicit_ignore = deepseek_v32_implicit_ignore,
     .synth_presets = deepseek_v32_presets,
     .synth_knobs = deepseek_v32_knobs,
     .synth_preset = deepseek_v32_synth_preset,

@@ -12,40 +12,41 @@
 #include "jsonio.h"
 
 #define LM "^(model\\.language_model\\.|model\\.)layers\\.[0-9]+\\."
-#define TOP "^(model\\.language_model\\.|model\\.)"
-#define VT "^model\\.vision_tower\\."
 
-static const ff_rule gemma4_rules[] = {
+/* The rule table as data (docs/family-files.md); "[.]" is a literal dot. */
+static const char gemma4_description[] =
+    "format 1\n"
+    "family gemma4\n"
+    "model-type gemma4 gemma4_text\n"
     /* Vision tower and projectors: vLLM's multimodal wrapper loads them
      * unquantized; their Linears go in the ignore list. */
-    FF_TOWER(VT ".*\\.linear\\.weight$", "vision", 1),
-    FF_TOWER(VT "patch_embedder\\.input_proj\\.weight$", "vision", 1),
-    FF_TOWER(VT, "vision", 0),
-    FF_TOWER("^model\\.audio_tower\\..*\\.linear\\.weight$", "audio", 1),
-    FF_TOWER("^model\\.audio_tower\\.", "audio", 0),
-    FF_TOWER("^model\\.embed_(vision|audio)\\.embedding_projection\\.weight$", "projector", 1),
-    FF_TOWER("^model\\.embed_(vision|audio)\\.", "projector", 0),
+    "tower ^model[.]vision_tower[.].*[.]linear[.]weight$ group=vision linear\n"
+    "tower ^model[.]vision_tower[.]patch_embedder[.]input_proj[.]weight$ group=vision linear\n"
+    "tower ^model[.]vision_tower[.] group=vision\n"
+    "tower ^model[.]audio_tower[.].*[.]linear[.]weight$ group=audio linear\n"
+    "tower ^model[.]audio_tower[.] group=audio\n"
+    "tower ^model[.]embed_(vision|audio)[.]embedding_projection[.]weight$ group=projector linear\n"
+    "tower ^model[.]embed_(vision|audio)[.] group=projector\n"
     /* Attention and dense MLP: the quantized set. */
-    FF_DENSE_ATTENTION_ROWS(LM),
-    FF_DENSE_MLP_ROWS(LM, "mlp"),
+    "quant ^(model[.]language_model[.]|model[.])layers[.][0-9]+[.]self_attn[.](q|k|v)_proj[.]weight$ group=attention fuse=qkv\n"
+    "quant ^(model[.]language_model[.]|model[.])layers[.][0-9]+[.]self_attn[.]o_proj[.]weight$ group=attention\n"
+    "quant ^(model[.]language_model[.]|model[.])layers[.][0-9]+[.]mlp[.](gate|up)_proj[.]weight$ group=mlp fuse=gate_up\n"
+    "quant ^(model[.]language_model[.]|model[.])layers[.][0-9]+[.]mlp[.]down_proj[.]weight$ group=mlp\n"
     /* MoE: fused 3-D experts are the bulk of the model; a Linear-only recipe
      * misses them. Routers stay bf16: quantized, the seat serves NaN. */
-    {.regex = LM "experts\\.gate_up_proj$", .role = ROLE_EXPERTS_FUSED2, .group = "experts", .linear = 1,
-     .expert_out = {"gate_proj", "up_proj"}},
-    {.regex = LM "experts\\.down_proj$", .role = ROLE_EXPERTS_ONE, .group = "experts", .linear = 1,
-     .expert_out = {"down_proj", NULL}},
-    {.regex = LM "router\\.proj\\.weight$", .role = ROLE_KEEP, .group = "router", .linear = 1,
-     .guard = GUARD_ROUTER, .ignore_parent = 1},
-    FF_KEEP(LM "router\\.", "router", GUARD_ROUTER),
+    "experts ^(model[.]language_model[.]|model[.])layers[.][0-9]+[.]experts[.]gate_up_proj$ layout=fused2 out=gate_proj,up_proj\n"
+    "experts ^(model[.]language_model[.]|model[.])layers[.][0-9]+[.]experts[.]down_proj$ layout=one out=down_proj\n"
+    "router ^(model[.]language_model[.]|model[.])layers[.][0-9]+[.]router[.]proj[.]weight$ parent\n"
+    "keep ^(model[.]language_model[.]|model[.])layers[.][0-9]+[.]router[.] group=router guard=router\n"
     /* Per-layer embeddings (PLE): small Linears kept in bf16. */
-    FF_KEEP_LINEAR(LM "per_layer_(input_gate|projection)\\.weight$", "per_layer", GUARD_NONE),
-    FF_KEEP_LINEAR(TOP "per_layer_model_projection\\.weight$", "per_layer", GUARD_NONE),
-    FF_KEEP(TOP "per_layer_projection_norm\\.", "norm", GUARD_FIXED),
-    FF_KEEP(TOP "embed_tokens(_per_layer)?\\.", "embedding", GUARD_FIXED),
-    FF_KEEP("(norm|layernorm(_[0-9]+)?)\\.weight$", "norm", GUARD_FIXED),
-    FF_KEEP("layer_scalar$", "norm", GUARD_FIXED),
-    FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
-};
+    "keep ^(model[.]language_model[.]|model[.])layers[.][0-9]+[.]per_layer_(input_gate|projection)[.]weight$ group=per_layer linear\n"
+    "keep ^(model[.]language_model[.]|model[.])per_layer_model_projection[.]weight$ group=per_layer linear\n"
+    "keep ^(model[.]language_model[.]|model[.])per_layer_projection_norm[.] group=norm guard=fixed\n"
+    "keep ^(model[.]language_model[.]|model[.])embed_tokens(_per_layer)?[.] group=embedding guard=fixed\n"
+    "keep (norm|layernorm(_[0-9]+)?)[.]weight$ group=norm guard=fixed\n"
+    "keep layer_scalar$ group=norm guard=fixed\n"
+    "keep ^lm_head[.]weight$ group=lm_head guard=fixed linear\n"
+    "implicit-ignore lm_head\n";
 
 static int gemma4_matches(const json_t *config) { return g4_is_gemma4(config); }
 
@@ -106,8 +107,6 @@ static int gemma4_geometry(const json_t *config, ff_geometry *out, ff_err *e)
     return rc;
 }
 
-static const char *const gemma4_implicit_ignore[] = {"lm_head", NULL};
-
 /* fit: Gemma-4's vision tower turns an image into default_output_length
  * soft tokens, each pooled from pooling_kernel_size^2 patches. */
 static uint64_t gemma4_encoder_bytes(const json_t *config, const ff_geometry *g, int64_t batched_tokens)
@@ -147,12 +146,10 @@ const ff_family ff_family_gemma4 = {
     .name = "gemma4",
     .model_types = "gemma4, gemma4_text",
     .matches = gemma4_matches,
-    .rules = gemma4_rules,
-    .nrules = sizeof gemma4_rules / sizeof *gemma4_rules,
+    .desc_text = gemma4_description,
     .expect = gemma4_expect,
     .dense_rule = "attention q/k/v/o without v on k_eq_v layers, plus gate/up/down",
     .geometry = gemma4_geometry,
-    .implicit_ignore = gemma4_implicit_ignore,
     .doctor_checks = gemma4_doctor_checks,
     .doctor_codes = gemma4_doctor_codes,
     .doctor_open = gemma4_doctor_open,

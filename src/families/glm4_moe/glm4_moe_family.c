@@ -17,58 +17,38 @@
 #include "family.h"
 #include "jsonio.h"
 
-#define LM "^model\\.layers\\.[0-9]+\\."
-
-static const ff_rule glm4_moe_rules[] = {
-    FF_DENSE_ATTENTION_ROWS(LM),
-    FF_EXPERT(LM "mlp\\.experts\\.[0-9]+\\.(gate|up)_proj\\.weight$", "gate_up"),
-    FF_EXPERT(LM "mlp\\.experts\\.[0-9]+\\.down_proj\\.weight$", NULL),
-    FF_ROUTER(LM "mlp\\.gate\\.weight$", 0),
-    FF_KEEP(LM "mlp\\.gate\\.e_score_correction_bias$", "router", GUARD_ROUTER),
-    FF_QUANT(LM "mlp\\.shared_experts\\.(gate|up)_proj\\.weight$", "shared_expert", "gate_up"),
-    FF_QUANT(LM "mlp\\.shared_experts\\.down_proj\\.weight$", "shared_expert", NULL),
-    FF_DENSE_MLP_ROWS(LM, "mlp"),
-    FF_KEEP(LM "self_attn\\.[qkv]_proj\\.bias$", "bias", GUARD_NONE),
-    FF_KEEP("^model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
-    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
-    FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
-};
-
-static int glm4_moe_matches(const json_t *config)
-{
-    return strcmp(jsonio_str(config, "model_type", ""), "glm4_moe") == 0;
-}
-
-static int glm4_moe_geometry(const json_t *config, ff_geometry *g, ff_err *e)
-{
-    int rc = ff_decoder_geometry(config, g, e);
-    if (rc)
-        return rc;
-    int first_dense = (int)jsonio_int(config, "first_k_dense_replace", 0);
-    g->experts = (int)jsonio_int(config, "n_routed_experts", 0);
-    g->top_k = (int)jsonio_int(config, "num_experts_per_tok", 0);
-    g->moe_intermediate = jsonio_int(config, "moe_intermediate_size", 0);
-    if (g->experts <= 0 || g->top_k <= 0 || g->moe_intermediate <= 0 || first_dense < 0 || first_dense > g->layers)
-        return ff_fail(e, FF_EIO, "config.json: lacks n_routed_experts, num_experts_per_tok or moe_intermediate_size, "
-                                  "or first_k_dense_replace is out of range");
-    for (int i = first_dense; i < g->layers; i++)
-        g->layer[i].intermediate = 0;
-    g->moe_layers = g->layers - first_dense;
-    g->moe = g->moe_layers > 0;
-    return FF_OK;
-}
-
-static int glm4_moe_expect(const json_t *config, ff_expect *x, ff_err *e)
-{
-    ff_geometry g;
-    int rc = glm4_moe_geometry(config, &g, e);
-    if (rc)
-        return rc;
-    int shared = jsonio_int(config, "n_shared_experts", 0) > 0;
-    int64_t dense = 4ll * g.layers + 3ll * (g.layers - g.moe_layers) + (shared ? 3ll * g.moe_layers : 0);
-    ff_decoder_moe_expect(&g, dense, g.experts, g.moe_layers, x);
-    return FF_OK;
-}
+/* The family as data (docs/family-files.md); "[.]" is a literal dot. */
+static const char glm4_moe_description[] =
+    "format 1\n"
+    "family glm4_moe\n"
+    "model-type glm4_moe\n"
+    "define L ^model[.]layers[.][0-9]+[.]\n"
+    "quant $(L)self_attn[.](q|k|v)_proj[.]weight$ group=attention fuse=qkv\n"
+    "quant $(L)self_attn[.]o_proj[.]weight$ group=attention\n"
+    "expert $(L)mlp[.]experts[.][0-9]+[.](gate|up)_proj[.]weight$ fuse=gate_up\n"
+    "expert $(L)mlp[.]experts[.][0-9]+[.]down_proj[.]weight$\n"
+    "router $(L)mlp[.]gate[.]weight$\n"
+    "keep $(L)mlp[.]gate[.]e_score_correction_bias$ group=router guard=router\n"
+    "quant $(L)mlp[.]shared_experts[.](gate|up)_proj[.]weight$ group=shared_expert fuse=gate_up\n"
+    "quant $(L)mlp[.]shared_experts[.]down_proj[.]weight$ group=shared_expert\n"
+    "quant $(L)mlp[.](gate|up)_proj[.]weight$ group=mlp fuse=gate_up\n"
+    "quant $(L)mlp[.]down_proj[.]weight$ group=mlp\n"
+    "keep $(L)self_attn[.][qkv]_proj[.]bias$ group=bias\n"
+    "keep ^model[.]embed_tokens[.]weight$ group=embedding guard=fixed\n"
+    "keep (norm|layernorm)[.]weight$ group=norm guard=fixed\n"
+    "keep ^lm_head[.]weight$ group=lm_head guard=fixed linear\n"
+    "experts-key n_routed_experts\n"
+    "top-k-key num_experts_per_tok\n"
+    "expert-width-key moe_intermediate_size\n"
+    /* the first first_k_dense_replace layers have a dense MLP */
+    "moe-layers first-dense=first_k_dense_replace\n"
+    "dense-per-layer 7\n"
+    "dense-per-moe-layer 4\n"
+    "routers-per-moe-layer 1\n"
+    /* n_shared_experts folded into one MLP beside the routed ones */
+    "shared-expert n_shared_experts dense=3 routers=0\n"
+    "mtp\n"
+    "implicit-ignore lm_head\n";
 
 /* ---- synth: the published layout, MTP layers included ------------------ */
 
@@ -152,8 +132,6 @@ static json_t *glm4_moe_synth_config(const synth_geom *g)
     return c;
 }
 
-static const char *const glm4_moe_implicit_ignore[] = {"lm_head", NULL};
-
 static const ff_synth_knob glm4_moe_knobs[] = {
     FF_KNOBS_DECODER, FF_KNOB_VOCAB, FF_KNOBS_MOE,
     FF_KNOBS_END,
@@ -162,14 +140,7 @@ static const ff_synth_knob glm4_moe_knobs[] = {
 const ff_family ff_family_glm4_moe = {
     .name = "glm4_moe",
     .model_types = "glm4_moe",
-    .matches = glm4_moe_matches,
-    .rules = glm4_moe_rules,
-    .nrules = sizeof glm4_moe_rules / sizeof *glm4_moe_rules,
-    .override_rule = ff_decoder_mtp_rule,
-    .expect = glm4_moe_expect,
-    .dense_rule = "q/k/v/o in every layer, gate/up/down in the first_k_dense_replace layers and shared experts",
-    .geometry = glm4_moe_geometry,
-    .implicit_ignore = glm4_moe_implicit_ignore,
+    .desc_text = glm4_moe_description,
     .synth_presets = glm4_moe_presets,
     .synth_knobs = glm4_moe_knobs,
     .synth_preset = glm4_moe_synth_preset,

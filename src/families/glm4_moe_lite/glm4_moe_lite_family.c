@@ -15,14 +15,26 @@
 #include "jsonio.h"
 #include "mla.h"
 
-#define LM "^model\\.layers\\.[0-9]+\\."
 
-static const ff_rule glm4_moe_lite_rules[] = {
-    FF_MLA_ROWS(LM),
-    FF_KEEP("^model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
-    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
-    FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
-};
+/* The rule table as data (docs/family-files.md); "[.]" is a literal dot. */
+static const char glm4_moe_lite_description[] =
+    "format 1\n"
+    "family glm4_moe_lite\n"
+    "model-type glm4_moe_lite\n"
+    "quant ^model[.]layers[.][0-9]+[.]self_attn[.](q_a_proj|kv_a_proj_with_mqa)[.]weight$ group=attention fuse=qkv_a\n"
+    "quant ^model[.]layers[.][0-9]+[.]self_attn[.](q_proj|q_b_proj|kv_b_proj|o_proj)[.]weight$ group=attention\n"
+    "expert ^model[.]layers[.][0-9]+[.]mlp[.]experts[.][0-9]+[.](gate|up)_proj[.]weight$ fuse=gate_up\n"
+    "expert ^model[.]layers[.][0-9]+[.]mlp[.]experts[.][0-9]+[.]down_proj[.]weight$\n"
+    "router ^model[.]layers[.][0-9]+[.]mlp[.]gate[.]weight$\n"
+    "keep ^model[.]layers[.][0-9]+[.]mlp[.]gate[.]e_score_correction_bias$ group=router guard=router\n"
+    "quant ^model[.]layers[.][0-9]+[.]mlp[.]shared_experts[.](gate|up)_proj[.]weight$ group=shared_expert fuse=gate_up\n"
+    "quant ^model[.]layers[.][0-9]+[.]mlp[.]shared_experts[.]down_proj[.]weight$ group=shared_expert\n"
+    "quant ^model[.]layers[.][0-9]+[.]mlp[.](gate|up)_proj[.]weight$ group=mlp fuse=gate_up\n"
+    "quant ^model[.]layers[.][0-9]+[.]mlp[.]down_proj[.]weight$ group=mlp\n"
+    "keep ^model[.]embed_tokens[.]weight$ group=embedding guard=fixed\n"
+    "keep (norm|layernorm)[.]weight$ group=norm guard=fixed\n"
+    "keep ^lm_head[.]weight$ group=lm_head guard=fixed linear\n"
+    "implicit-ignore lm_head\n";
 
 static int glm4_moe_lite_matches(const json_t *config)
 {
@@ -81,8 +93,6 @@ static json_t *glm4_moe_lite_synth_config(const synth_geom *g)
     return c;
 }
 
-static const char *const glm4_moe_lite_implicit_ignore[] = {"lm_head", NULL};
-
 static const ff_synth_knob glm4_moe_lite_knobs[] = {
     FF_KNOBS_DECODER, FF_KNOB_VOCAB, FF_KNOBS_MOE,
     FF_KNOBS_END,
@@ -92,13 +102,11 @@ const ff_family ff_family_glm4_moe_lite = {
     .name = "glm4_moe_lite",
     .model_types = "glm4_moe_lite",
     .matches = glm4_moe_lite_matches,
-    .rules = glm4_moe_lite_rules,
-    .nrules = sizeof glm4_moe_lite_rules / sizeof *glm4_moe_lite_rules,
+    .desc_text = glm4_moe_lite_description,
     .override_rule = ff_decoder_mtp_rule,
     .expect = glm4_moe_lite_expect,
     .dense_rule = "q_a/q_b/kv_a/kv_b/o in every layer, gate/up/down in the first_k_dense_replace layers and shared experts",
     .geometry = mla_geometry,
-    .implicit_ignore = glm4_moe_lite_implicit_ignore,
     .synth_presets = glm4_moe_lite_presets,
     .synth_knobs = glm4_moe_lite_knobs,
     .synth_preset = glm4_moe_lite_synth_preset,

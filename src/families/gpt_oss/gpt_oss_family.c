@@ -25,22 +25,25 @@
 #include "jsonio.h"
 #include "synth_list.h"
 
-#define LM "^model\\.layers\\.[0-9]+\\."
 
-static const ff_rule gpt_oss_rules[] = {
-    FF_QUANT(LM "self_attn\\.(q|k|v)_proj\\.weight$", "attention", "qkv"),
-    FF_QUANT(LM "self_attn\\.o_proj\\.weight$", "attention", NULL),
-    FF_KEEP(LM "self_attn\\.(q|k|v|o)_proj\\.bias$", "bias", GUARD_NONE),
-    FF_KEEP(LM "self_attn\\.sinks$", "attention", GUARD_NONE),
-    FF_ROUTER(LM "mlp\\.router\\.weight$", 0),
-    FF_KEEP(LM "mlp\\.router\\.bias$", "router", GUARD_ROUTER),
-    FF_EXPERT(LM "mlp\\.experts\\.[0-9]+\\.(gate|up)_proj\\.weight$", "gate_up"),
-    FF_EXPERT(LM "mlp\\.experts\\.[0-9]+\\.down_proj\\.weight$", NULL),
-    FF_KEEP(LM "mlp\\.experts\\.[0-9]+\\.(gate|up|down)_proj\\.bias$", "bias", GUARD_NONE),
-    FF_KEEP("^model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
-    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
-    FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
-};
+/* The rule table as data (docs/family-files.md); "[.]" is a literal dot. */
+static const char gpt_oss_description[] =
+    "format 1\n"
+    "family gpt_oss\n"
+    "model-type gpt_oss\n"
+    "quant ^model[.]layers[.][0-9]+[.]self_attn[.](q|k|v)_proj[.]weight$ group=attention fuse=qkv\n"
+    "quant ^model[.]layers[.][0-9]+[.]self_attn[.]o_proj[.]weight$ group=attention\n"
+    "keep ^model[.]layers[.][0-9]+[.]self_attn[.](q|k|v|o)_proj[.]bias$ group=bias\n"
+    "keep ^model[.]layers[.][0-9]+[.]self_attn[.]sinks$ group=attention\n"
+    "router ^model[.]layers[.][0-9]+[.]mlp[.]router[.]weight$\n"
+    "keep ^model[.]layers[.][0-9]+[.]mlp[.]router[.]bias$ group=router guard=router\n"
+    "expert ^model[.]layers[.][0-9]+[.]mlp[.]experts[.][0-9]+[.](gate|up)_proj[.]weight$ fuse=gate_up\n"
+    "expert ^model[.]layers[.][0-9]+[.]mlp[.]experts[.][0-9]+[.]down_proj[.]weight$\n"
+    "keep ^model[.]layers[.][0-9]+[.]mlp[.]experts[.][0-9]+[.](gate|up|down)_proj[.]bias$ group=bias\n"
+    "keep ^model[.]embed_tokens[.]weight$ group=embedding guard=fixed\n"
+    "keep (norm|layernorm)[.]weight$ group=norm guard=fixed\n"
+    "keep ^lm_head[.]weight$ group=lm_head guard=fixed linear\n"
+    "implicit-ignore lm_head\n";
 
 static int gpt_oss_matches(const json_t *config)
 {
@@ -138,8 +141,6 @@ static json_t *gpt_oss_synth_config(const synth_geom *g)
     return c;
 }
 
-static const char *const gpt_oss_implicit_ignore[] = {"lm_head", NULL};
-
 static const ff_synth_knob gpt_oss_knobs[] = {
     FF_KNOBS_DECODER, FF_KNOB_VOCAB, FF_KNOBS_MOE,
     FF_KNOBS_END,
@@ -149,12 +150,10 @@ const ff_family ff_family_gpt_oss = {
     .name = "gpt_oss",
     .model_types = "gpt_oss",
     .matches = gpt_oss_matches,
-    .rules = gpt_oss_rules,
-    .nrules = sizeof gpt_oss_rules / sizeof *gpt_oss_rules,
+    .desc_text = gpt_oss_description,
     .expect = ff_decoder_all_sparse_expect,
     .dense_rule = "q/k/v/o in every layer",
     .geometry = ff_decoder_all_sparse_geometry,
-    .implicit_ignore = gpt_oss_implicit_ignore,
     .note = "vLLM 0.32 cannot load a compressed-tensors NVFP4 gpt-oss (gpt_oss.py has no path for the experts' "
             "biases or global scales); this output is llm-compressor's layout, for transformers",
     .synth_presets = gpt_oss_presets,

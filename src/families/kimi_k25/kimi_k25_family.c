@@ -25,20 +25,30 @@
 #include "synth_list.h"
 
 #define TEXT "language_model."
-#define LM "^language_model\\.model\\.layers\\.[0-9]+\\."
-#define VT "^vision_tower\\."
-#define MP "^mm_projector\\."
 
-static const ff_rule kimi_k25_rules[] = {
-    FF_TOWER(VT "encoder\\.blocks\\.[0-9]+\\.(wqkv|wo|mlp\\.fc0|mlp\\.fc1)\\.weight$", "vision", 1),
-    FF_TOWER(VT, "vision", 0),
-    FF_TOWER(MP "proj\\.[0-9]+\\.weight$", "projector", 1),
-    FF_TOWER(MP, "projector", 0),
-    FF_MLA_ROWS(LM),
-    FF_KEEP("^language_model\\.model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
-    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
-    FF_KEEP_LINEAR("^language_model\\.lm_head\\.weight$", "lm_head", GUARD_FIXED),
-};
+/* The rule table as data (docs/family-files.md); "[.]" is a literal dot. */
+static const char kimi_k25_description[] =
+    "format 1\n"
+    "family kimi_k25\n"
+    "model-type kimi_k25\n"
+    "tower ^vision_tower[.]encoder[.]blocks[.][0-9]+[.](wqkv|wo|mlp[.]fc0|mlp[.]fc1)[.]weight$ group=vision linear\n"
+    "tower ^vision_tower[.] group=vision\n"
+    "tower ^mm_projector[.]proj[.][0-9]+[.]weight$ group=projector linear\n"
+    "tower ^mm_projector[.] group=projector\n"
+    "quant ^language_model[.]model[.]layers[.][0-9]+[.]self_attn[.](q_a_proj|kv_a_proj_with_mqa)[.]weight$ group=attention fuse=qkv_a\n"
+    "quant ^language_model[.]model[.]layers[.][0-9]+[.]self_attn[.](q_proj|q_b_proj|kv_b_proj|o_proj)[.]weight$ group=attention\n"
+    "expert ^language_model[.]model[.]layers[.][0-9]+[.]mlp[.]experts[.][0-9]+[.](gate|up)_proj[.]weight$ fuse=gate_up\n"
+    "expert ^language_model[.]model[.]layers[.][0-9]+[.]mlp[.]experts[.][0-9]+[.]down_proj[.]weight$\n"
+    "router ^language_model[.]model[.]layers[.][0-9]+[.]mlp[.]gate[.]weight$\n"
+    "keep ^language_model[.]model[.]layers[.][0-9]+[.]mlp[.]gate[.]e_score_correction_bias$ group=router guard=router\n"
+    "quant ^language_model[.]model[.]layers[.][0-9]+[.]mlp[.]shared_experts[.](gate|up)_proj[.]weight$ group=shared_expert fuse=gate_up\n"
+    "quant ^language_model[.]model[.]layers[.][0-9]+[.]mlp[.]shared_experts[.]down_proj[.]weight$ group=shared_expert\n"
+    "quant ^language_model[.]model[.]layers[.][0-9]+[.]mlp[.](gate|up)_proj[.]weight$ group=mlp fuse=gate_up\n"
+    "quant ^language_model[.]model[.]layers[.][0-9]+[.]mlp[.]down_proj[.]weight$ group=mlp\n"
+    "keep ^language_model[.]model[.]embed_tokens[.]weight$ group=embedding guard=fixed\n"
+    "keep (norm|layernorm)[.]weight$ group=norm guard=fixed\n"
+    "keep ^language_model[.]lm_head[.]weight$ group=lm_head guard=fixed linear\n"
+    "implicit-ignore language_model.lm_head\n";
 
 static int kimi_k25_matches(const json_t *config)
 {
@@ -187,8 +197,6 @@ static int kimi_k25_synth_aux(const synth_geom *g, const char *dir, ff_err *e)
     return rc;
 }
 
-static const char *const kimi_k25_implicit_ignore[] = {"language_model.lm_head", NULL};
-
 static const ff_synth_knob kimi_k25_knobs[] = {
     FF_KNOBS_DECODER, FF_KNOB_VOCAB, FF_KNOBS_MOE, FF_KNOBS_VISION,
     FF_KNOBS_END,
@@ -198,12 +206,10 @@ const ff_family ff_family_kimi_k25 = {
     .name = "kimi_k25",
     .model_types = "kimi_k25",
     .matches = kimi_k25_matches,
-    .rules = kimi_k25_rules,
-    .nrules = sizeof kimi_k25_rules / sizeof *kimi_k25_rules,
+    .desc_text = kimi_k25_description,
     .expect = kimi_k25_expect,
     .dense_rule = "q_a/q_b/kv_a/kv_b/o in every layer, gate/up/down in the first_k_dense_replace layers and shared experts",
     .geometry = kimi_k25_geometry,
-    .implicit_ignore = kimi_k25_implicit_ignore,
     .synth_presets = kimi_k25_presets,
     .synth_knobs = kimi_k25_knobs,
     .synth_preset = kimi_k25_synth_preset,

@@ -54,36 +54,38 @@
 #include "kimi_k3.h"
 
 #define LM "^language_model\\.model\\.layers\\.[0-9]+\\."
-#define MOE LM "block_sparse_moe\\."
-#define ATTN LM "self_attn\\."
 
 /* The routed experts come first: 247,296 of the real model's ~500k names
  * match there, on the first regex tried. */
-static const ff_rule kimi_k3_rules[] = {
-    FF_EXPERT(MOE "experts\\.[0-9]+\\.(w1|w3)\\.weight$", "w13"),
-    FF_EXPERT(MOE "experts\\.[0-9]+\\.w2\\.weight$", NULL),
-    FF_ROUTER(MOE "gate\\.weight$", 0),
-    FF_KEEP(MOE "gate\\.e_score_correction_bias$", "router", GUARD_ROUTER),
-    FF_QUANT(MOE "shared_experts\\.(gate|up)_proj\\.weight$", "shared_expert", "gate_up"),
-    FF_QUANT(MOE "shared_experts\\.down_proj\\.weight$", "shared_expert", NULL),
-    FF_KEEP_LINEAR(MOE "routed_expert_(down|up)_proj\\.weight$", "latent_moe", GUARD_NONE),
+/* The rule table as data (docs/family-files.md); "[.]" is a literal dot. */
+static const char kimi_k3_description[] =
+    "format 1\n"
+    "family kimi_k3\n"
+    "model-type kimi_k3\n"
+    "expert ^language_model[.]model[.]layers[.][0-9]+[.]block_sparse_moe[.]experts[.][0-9]+[.](w1|w3)[.]weight$ fuse=w13\n"
+    "expert ^language_model[.]model[.]layers[.][0-9]+[.]block_sparse_moe[.]experts[.][0-9]+[.]w2[.]weight$\n"
+    "router ^language_model[.]model[.]layers[.][0-9]+[.]block_sparse_moe[.]gate[.]weight$\n"
+    "keep ^language_model[.]model[.]layers[.][0-9]+[.]block_sparse_moe[.]gate[.]e_score_correction_bias$ group=router guard=router\n"
+    "quant ^language_model[.]model[.]layers[.][0-9]+[.]block_sparse_moe[.]shared_experts[.](gate|up)_proj[.]weight$ group=shared_expert fuse=gate_up\n"
+    "quant ^language_model[.]model[.]layers[.][0-9]+[.]block_sparse_moe[.]shared_experts[.]down_proj[.]weight$ group=shared_expert\n"
+    "keep ^language_model[.]model[.]layers[.][0-9]+[.]block_sparse_moe[.]routed_expert_(down|up)_proj[.]weight$ group=latent_moe linear\n"
     /* MLA (q_a, kv_a, g) and KDA (q, k, v, g, f_a, b) input projections */
-    FF_QUANT(ATTN "(q_a_proj|kv_a_proj_with_mqa|q_proj|k_proj|v_proj|g_proj|f_a_proj|b_proj)\\.weight$", "attention",
-             "in_proj"),
-    FF_QUANT(ATTN "(q_b_proj|kv_b_proj|o_proj|f_b_proj|g_a_proj|g_b_proj)\\.weight$", "attention", NULL),
-    FF_KEEP(ATTN "(q|k|v)_conv1d\\.weight$", "kda", GUARD_FIXED),
-    FF_KEEP(ATTN "(A_log|dt_bias)$", "kda", GUARD_FIXED),
-    FF_DENSE_MLP_ROWS(LM, "mlp"),
-    FF_KEEP_LINEAR(LM "(self_attention|mlp)_res_proj\\.weight$", "attn_res", GUARD_FIXED),
-    FF_KEEP_LINEAR("^language_model\\.model\\.output_attn_res_proj\\.weight$", "attn_res", GUARD_FIXED),
-    FF_TOWER("^vision_tower\\.encoder\\.blocks\\.[0-9]+\\.(wqkv|wo|mlp\\.fc0|mlp\\.fc1)\\.weight$", "vision", 1),
-    FF_TOWER("^vision_tower\\.", "vision", 0),
-    FF_TOWER("^mm_projector\\.proj\\.[0-9]+\\.weight$", "projector", 1),
-    FF_TOWER("^mm_projector\\.", "projector", 0),
-    FF_KEEP("^language_model\\.model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
-    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
-    FF_KEEP_LINEAR("^language_model\\.lm_head\\.weight$", "lm_head", GUARD_FIXED),
-};
+    "quant ^language_model[.]model[.]layers[.][0-9]+[.]self_attn[.](q_a_proj|kv_a_proj_with_mqa|q_proj|k_proj|v_proj|g_proj|f_a_proj|b_proj)[.]weight$ group=attention fuse=in_proj\n"
+    "quant ^language_model[.]model[.]layers[.][0-9]+[.]self_attn[.](q_b_proj|kv_b_proj|o_proj|f_b_proj|g_a_proj|g_b_proj)[.]weight$ group=attention\n"
+    "keep ^language_model[.]model[.]layers[.][0-9]+[.]self_attn[.](q|k|v)_conv1d[.]weight$ group=kda guard=fixed\n"
+    "keep ^language_model[.]model[.]layers[.][0-9]+[.]self_attn[.](A_log|dt_bias)$ group=kda guard=fixed\n"
+    "quant ^language_model[.]model[.]layers[.][0-9]+[.]mlp[.](gate|up)_proj[.]weight$ group=mlp fuse=gate_up\n"
+    "quant ^language_model[.]model[.]layers[.][0-9]+[.]mlp[.]down_proj[.]weight$ group=mlp\n"
+    "keep ^language_model[.]model[.]layers[.][0-9]+[.](self_attention|mlp)_res_proj[.]weight$ group=attn_res guard=fixed linear\n"
+    "keep ^language_model[.]model[.]output_attn_res_proj[.]weight$ group=attn_res guard=fixed linear\n"
+    "tower ^vision_tower[.]encoder[.]blocks[.][0-9]+[.](wqkv|wo|mlp[.]fc0|mlp[.]fc1)[.]weight$ group=vision linear\n"
+    "tower ^vision_tower[.] group=vision\n"
+    "tower ^mm_projector[.]proj[.][0-9]+[.]weight$ group=projector linear\n"
+    "tower ^mm_projector[.] group=projector\n"
+    "keep ^language_model[.]model[.]embed_tokens[.]weight$ group=embedding guard=fixed\n"
+    "keep (norm|layernorm)[.]weight$ group=norm guard=fixed\n"
+    "keep ^language_model[.]lm_head[.]weight$ group=lm_head guard=fixed linear\n"
+    "implicit-ignore language_model.lm_head\n";
 
 static int kimi_k3_matches(const json_t *config)
 {
@@ -124,8 +126,6 @@ static int kimi_k3_geometry(const json_t *config, ff_geometry *g, ff_err *e)
     return rc;
 }
 
-static const char *const kimi_k3_implicit_ignore[] = {"language_model.lm_head", NULL};
-
 static const ff_synth_knob kimi_k3_knobs[] = {
     FF_KNOBS_DECODER, FF_KNOB_FULL_EVERY, FF_KNOB_VOCAB, FF_KNOBS_MOE, FF_KNOBS_VISION,
     FF_KNOBS_END,
@@ -135,14 +135,12 @@ const ff_family ff_family_kimi_k3 = {
     .name = "kimi_k3",
     .model_types = "kimi_k3",
     .matches = kimi_k3_matches,
-    .rules = kimi_k3_rules,
-    .nrules = sizeof kimi_k3_rules / sizeof *kimi_k3_rules,
+    .desc_text = kimi_k3_description,
     .expect = kimi_k3_expect,
     .dense_rule = "MLA q_a/q_b/kv_a/kv_b/o/g and KDA q/k/v/g/f_a/f_b/b/o in their layers, gate/up/down in the "
                   "first_k_dense_replace layers and the shared experts",
     .geometry = kimi_k3_geometry,
     .override_rule = kimi_k3_override,
-    .implicit_ignore = kimi_k3_implicit_ignore,
     .synth_presets = k3_synth_presets,
     .synth_knobs = kimi_k3_knobs,
     .synth_preset = k3_synth_preset,

@@ -16,24 +16,29 @@
 #include "family.h"
 #include "jsonio.h"
 
-#define LM "^(language_model\\.)?model\\.layers\\.[0-9]+\\."
 
-static const ff_rule llama4_rules[] = {
-    FF_TOWER("^vision_model\\..*(_proj|fc[12]|linear)\\.weight$", "vision", 1),
-    FF_TOWER("^vision_model\\.", "vision", 0),
-    FF_TOWER("^multi_modal_projector\\..*\\.weight$", "projector", 1),
-    FF_TOWER("^multi_modal_projector\\.", "projector", 0),
-    FF_DENSE_ATTENTION_ROWS(LM),
-    FF_EXPERTS_FUSED(LM "feed_forward\\.experts\\.gate_up_proj$", ROLE_EXPERTS_FUSED2_T, "gate_proj", "up_proj"),
-    FF_EXPERTS_FUSED(LM "feed_forward\\.experts\\.down_proj$", ROLE_EXPERTS_ONE_T, "down_proj", NULL),
-    FF_ROUTER(LM "feed_forward\\.router\\.weight$", 0),
-    FF_QUANT(LM "feed_forward\\.shared_expert\\.(gate|up)_proj\\.weight$", "shared_expert", "gate_up"),
-    FF_QUANT(LM "feed_forward\\.shared_expert\\.down_proj\\.weight$", "shared_expert", NULL),
-    FF_DENSE_MLP_ROWS(LM, "feed_forward"),
-    FF_KEEP("^(language_model\\.)?model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
-    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
-    FF_KEEP_LINEAR("^(language_model\\.)?lm_head\\.weight$", "lm_head", GUARD_FIXED),
-};
+/* The rule table as data (docs/family-files.md); "[.]" is a literal dot. */
+static const char llama4_description[] =
+    "format 1\n"
+    "family llama4\n"
+    "model-type llama4 llama4_text\n"
+    "tower ^vision_model[.].*(_proj|fc[12]|linear)[.]weight$ group=vision linear\n"
+    "tower ^vision_model[.] group=vision\n"
+    "tower ^multi_modal_projector[.].*[.]weight$ group=projector linear\n"
+    "tower ^multi_modal_projector[.] group=projector\n"
+    "quant ^(language_model[.])?model[.]layers[.][0-9]+[.]self_attn[.](q|k|v)_proj[.]weight$ group=attention fuse=qkv\n"
+    "quant ^(language_model[.])?model[.]layers[.][0-9]+[.]self_attn[.]o_proj[.]weight$ group=attention\n"
+    "experts ^(language_model[.])?model[.]layers[.][0-9]+[.]feed_forward[.]experts[.]gate_up_proj$ layout=fused2-t out=gate_proj,up_proj\n"
+    "experts ^(language_model[.])?model[.]layers[.][0-9]+[.]feed_forward[.]experts[.]down_proj$ layout=one-t out=down_proj\n"
+    "router ^(language_model[.])?model[.]layers[.][0-9]+[.]feed_forward[.]router[.]weight$\n"
+    "quant ^(language_model[.])?model[.]layers[.][0-9]+[.]feed_forward[.]shared_expert[.](gate|up)_proj[.]weight$ group=shared_expert fuse=gate_up\n"
+    "quant ^(language_model[.])?model[.]layers[.][0-9]+[.]feed_forward[.]shared_expert[.]down_proj[.]weight$ group=shared_expert\n"
+    "quant ^(language_model[.])?model[.]layers[.][0-9]+[.]feed_forward[.](gate|up)_proj[.]weight$ group=mlp fuse=gate_up\n"
+    "quant ^(language_model[.])?model[.]layers[.][0-9]+[.]feed_forward[.]down_proj[.]weight$ group=mlp\n"
+    "keep ^(language_model[.])?model[.]embed_tokens[.]weight$ group=embedding guard=fixed\n"
+    "keep (norm|layernorm)[.]weight$ group=norm guard=fixed\n"
+    "keep ^(language_model[.])?lm_head[.]weight$ group=lm_head guard=fixed linear\n"
+    "implicit-ignore language_model.lm_head lm_head\n";
 
 static int llama4_matches(const json_t *config)
 {
@@ -248,8 +253,6 @@ static int llama4_synth_aux(const synth_geom *g, const char *dir, ff_err *e)
     return rc;
 }
 
-static const char *const llama4_implicit_ignore[] = {"language_model.lm_head", "lm_head", NULL};
-
 static const ff_synth_knob llama4_knobs[] = {
     FF_KNOBS_DECODER, FF_KNOB_FULL_EVERY, FF_KNOB_VOCAB, FF_KNOBS_MOE, FF_KNOBS_VISION,
     FF_KNOBS_END,
@@ -259,12 +262,10 @@ const ff_family ff_family_llama4 = {
     .name = "llama4",
     .model_types = "llama4, llama4_text",
     .matches = llama4_matches,
-    .rules = llama4_rules,
-    .nrules = sizeof llama4_rules / sizeof *llama4_rules,
+    .desc_text = llama4_description,
     .expect = llama4_expect,
     .dense_rule = "q/k/v/o in every layer, gate/up/down in dense layers and shared experts",
     .geometry = llama4_geometry,
-    .implicit_ignore = llama4_implicit_ignore,
     .synth_presets = llama4_presets,
     .synth_knobs = llama4_knobs,
     .synth_preset = llama4_synth_preset,

@@ -15,27 +15,36 @@
 #include "family.h"
 #include "jsonio.h"
 
-#define LM "^model\\.layers\\.[0-9]+\\."
-
-static const ff_rule minimax_m2_rules[] = {
-    FF_DENSE_ATTENTION_ROWS(LM),
-    FF_EXPERT_AS(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w1\\.weight$", "w13", "gate_proj"),
-    FF_EXPERT_AS(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w3\\.weight$", "w13", "up_proj"),
-    FF_EXPERT_AS(LM "block_sparse_moe\\.experts\\.[0-9]+\\.w2\\.weight$", NULL, "down_proj"),
+/* The family as data (docs/family-files.md); "[.]" is a literal dot. */
+static const char minimax_m2_description[] =
+    "format 1\n"
+    "family minimax_m2\n"
+    "model-type minimax_m2\n"
+    "define L ^model[.]layers[.][0-9]+[.]\n"
+    "define X $(L)block_sparse_moe[.]experts[.][0-9]+[.]\n"
+    "quant $(L)self_attn[.](q|k|v)_proj[.]weight$ group=attention fuse=qkv\n"
+    "quant $(L)self_attn[.]o_proj[.]weight$ group=attention\n"
+    "expert $(X)w1[.]weight$ fuse=w13 out=gate_proj\n"
+    "expert $(X)w3[.]weight$ fuse=w13 out=up_proj\n"
+    "expert $(X)w2[.]weight$ out=down_proj\n"
     /* the output names, so verify and repair-scales find each expert's pair */
-    FF_EXPERT(LM "block_sparse_moe\\.experts\\.[0-9]+\\.(gate|up)_proj\\.weight$", "w13"),
-    FF_EXPERT(LM "block_sparse_moe\\.experts\\.[0-9]+\\.down_proj\\.weight$", NULL),
-    FF_ROUTER(LM "block_sparse_moe\\.gate\\.weight$", 0),
-    FF_KEEP(LM "block_sparse_moe\\.e_score_correction_bias$", "router", GUARD_ROUTER),
-    FF_KEEP("^model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
-    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
-    FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
-};
-
-static int minimax_m2_matches(const json_t *config)
-{
-    return strcmp(jsonio_str(config, "model_type", ""), "minimax_m2") == 0;
-}
+    "expert $(X)(gate|up)_proj[.]weight$ fuse=w13\n"
+    "expert $(X)down_proj[.]weight$\n"
+    "router $(L)block_sparse_moe[.]gate[.]weight$\n"
+    "keep $(L)block_sparse_moe[.]e_score_correction_bias$ group=router guard=router\n"
+    "keep ^model[.]embed_tokens[.]weight$ group=embedding guard=fixed\n"
+    "keep (norm|layernorm)[.]weight$ group=norm guard=fixed\n"
+    "keep ^lm_head[.]weight$ group=lm_head guard=fixed linear\n"
+    /* every layer sparse; the config calls the expert width intermediate_size */
+    "experts-key num_local_experts\n"
+    "top-k-key num_experts_per_tok\n"
+    "expert-width-key intermediate_size\n"
+    "moe-layers all\n"
+    "dense-per-layer 0\n"
+    "dense-per-moe-layer 4\n"
+    "routers-per-moe-layer 1\n"
+    "mtp\n"
+    "implicit-ignore lm_head\n";
 
 /* ---- synth: the published layout (FP8-block with synth --source fp8-block) */
 
@@ -116,8 +125,6 @@ static json_t *minimax_m2_synth_config(const synth_geom *g)
     return c;
 }
 
-static const char *const minimax_m2_implicit_ignore[] = {"lm_head", NULL};
-
 /* synth flags: the expert width is --moe-intermediate (the config's intermediate_size): no dense MLP to set */
 static const ff_synth_knob minimax_m2_knobs[] = {
     FF_KNOB_LAYERS, FF_KNOB_HIDDEN, FF_KNOB_HEADS, FF_KNOB_KV_HEADS, FF_KNOB_HEAD_DIM, FF_KNOB_VOCAB, FF_KNOBS_MOE,
@@ -127,14 +134,7 @@ static const ff_synth_knob minimax_m2_knobs[] = {
 const ff_family ff_family_minimax_m2 = {
     .name = "minimax_m2",
     .model_types = "minimax_m2",
-    .matches = minimax_m2_matches,
-    .rules = minimax_m2_rules,
-    .nrules = sizeof minimax_m2_rules / sizeof *minimax_m2_rules,
-    .override_rule = ff_decoder_mtp_rule,
-    .expect = ff_decoder_all_sparse_expect,
-    .dense_rule = "q/k/v/o in every layer",
-    .geometry = ff_decoder_all_sparse_geometry,
-    .implicit_ignore = minimax_m2_implicit_ignore,
+    .desc_text = minimax_m2_description,
     .synth_presets = minimax_m2_presets,
     .synth_knobs = minimax_m2_knobs,
     .synth_preset = minimax_m2_synth_preset,

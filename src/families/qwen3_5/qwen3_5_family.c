@@ -28,27 +28,42 @@
 #include "qwen_hybrid.h"
 
 #define LM "^model\\.(language_model\\.)?layers\\.[0-9]+\\."
-#define VT "^model\\.visual\\."
 
-/* one pair vLLM fuses into one GEMM: forced in by --only, it shares a scale */
-#define KEPT_PAIR(re, tie) \
-    {.regex = (re), .role = ROLE_KEEP, .group = "linear_attn", .linear = 1, .fuse = (tie)}
 
-static const ff_rule qwen3_5_rules[] = {
-    FF_TOWER(VT "patch_embed\\.", "vision", 0),   /* a Conv3d, not a Linear */
-    FF_TOWER(VT ".*\\.(qkv|proj|linear_fc[12])\\.weight$", "vision", 1),
-    FF_TOWER(VT, "vision", 0),
-    FF_QWEN_MTP_ROWS,
-    FF_DENSE_ATTENTION_ROWS(LM),
-    KEPT_PAIR(LM "linear_attn\\.in_proj_(qkv|z)\\.weight$", "qkvz"),
-    KEPT_PAIR(LM "linear_attn\\.in_proj_(b|a)\\.weight$", "ba"),
-    FF_KEEP_LINEAR(LM "linear_attn\\.out_proj\\.weight$", "linear_attn", GUARD_NONE),
-    FF_KEEP(LM "linear_attn\\.", "linear_attn", GUARD_NONE),
-    FF_QWEN_SPARSE_ROWS(LM),
-    FF_KEEP("^model\\.(language_model\\.)?embed_tokens\\.weight$", "embedding", GUARD_FIXED),
-    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
-    FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
-};
+/* The rule table as data (docs/family-files.md); "[.]" is a literal dot. */
+static const char qwen3_5_description[] =
+    "format 1\n"
+    "family qwen3_5\n"
+    "model-type qwen3_5_moe qwen3_5_moe_text qwen3_5 qwen3_5_text\n"
+    /* a Conv3d, not a Linear */
+    "tower ^model[.]visual[.]patch_embed[.] group=vision\n"
+    "tower ^model[.]visual[.].*[.](qkv|proj|linear_fc[12])[.]weight$ group=vision linear\n"
+    "tower ^model[.]visual[.] group=vision\n"
+    "keep ^mtp[.].*[.]mlp[.]experts[.]gate_up_proj$ group=mtp guard=fixed out=gate_proj,up_proj linear\n"
+    "keep ^mtp[.].*[.]mlp[.]experts[.]down_proj$ group=mtp guard=fixed out=down_proj linear\n"
+    "keep ^mtp[.].*norm[a-z_]*[.]weight$ group=mtp guard=fixed\n"
+    "keep ^mtp[.].*[.]weight$ group=mtp guard=fixed linear\n"
+    "keep ^mtp[.] group=mtp guard=fixed\n"
+    "quant ^model[.](language_model[.])?layers[.][0-9]+[.]self_attn[.](q|k|v)_proj[.]weight$ group=attention fuse=qkv\n"
+    "quant ^model[.](language_model[.])?layers[.][0-9]+[.]self_attn[.]o_proj[.]weight$ group=attention\n"
+    "keep ^model[.](language_model[.])?layers[.][0-9]+[.]linear_attn[.]in_proj_(qkv|z)[.]weight$ group=linear_attn fuse=qkvz linear\n"
+    "keep ^model[.](language_model[.])?layers[.][0-9]+[.]linear_attn[.]in_proj_(b|a)[.]weight$ group=linear_attn fuse=ba linear\n"
+    "keep ^model[.](language_model[.])?layers[.][0-9]+[.]linear_attn[.]out_proj[.]weight$ group=linear_attn linear\n"
+    "keep ^model[.](language_model[.])?layers[.][0-9]+[.]linear_attn[.] group=linear_attn\n"
+    "expert ^model[.](language_model[.])?layers[.][0-9]+[.]mlp[.]experts[.][0-9]+[.](gate|up)_proj[.]weight$ fuse=gate_up\n"
+    "expert ^model[.](language_model[.])?layers[.][0-9]+[.]mlp[.]experts[.][0-9]+[.]down_proj[.]weight$\n"
+    "experts ^model[.](language_model[.])?layers[.][0-9]+[.]mlp[.]experts[.]gate_up_proj$ layout=fused2 out=gate_proj,up_proj\n"
+    "experts ^model[.](language_model[.])?layers[.][0-9]+[.]mlp[.]experts[.]down_proj$ layout=one out=down_proj\n"
+    "router ^model[.](language_model[.])?layers[.][0-9]+[.]mlp[.]gate[.]weight$\n"
+    "router ^model[.](language_model[.])?layers[.][0-9]+[.]mlp[.]shared_expert_gate[.]weight$\n"
+    "quant ^model[.](language_model[.])?layers[.][0-9]+[.]mlp[.]shared_expert[.](gate|up)_proj[.]weight$ group=shared_expert fuse=gate_up\n"
+    "quant ^model[.](language_model[.])?layers[.][0-9]+[.]mlp[.]shared_expert[.]down_proj[.]weight$ group=shared_expert\n"
+    "quant ^model[.](language_model[.])?layers[.][0-9]+[.]mlp[.](gate|up)_proj[.]weight$ group=mlp fuse=gate_up\n"
+    "quant ^model[.](language_model[.])?layers[.][0-9]+[.]mlp[.]down_proj[.]weight$ group=mlp\n"
+    "keep ^model[.](language_model[.])?embed_tokens[.]weight$ group=embedding guard=fixed\n"
+    "keep (norm|layernorm)[.]weight$ group=norm guard=fixed\n"
+    "keep ^lm_head[.]weight$ group=lm_head guard=fixed linear\n"
+    "implicit-ignore lm_head\n";
 
 static int qwen3_5_matches(const json_t *config)
 {
@@ -243,8 +258,6 @@ static int qwen3_5_synth_aux(const synth_geom *g, const char *dir, ff_err *e)
     return rc;
 }
 
-static const char *const qwen3_5_implicit_ignore[] = {"lm_head", NULL};
-
 static const ff_synth_knob qwen3_5_knobs[] = {
     FF_KNOBS_DECODER, FF_KNOB_FULL_EVERY, FF_KNOB_VOCAB, FF_KNOBS_MOE, FF_KNOBS_VISION,
     FF_KNOBS_END,
@@ -254,13 +267,11 @@ const ff_family ff_family_qwen3_5 = {
     .name = "qwen3_5",
     .model_types = "qwen3_5_moe, qwen3_5_moe_text, qwen3_5, qwen3_5_text",
     .matches = qwen3_5_matches,
-    .rules = qwen3_5_rules,
-    .nrules = sizeof qwen3_5_rules / sizeof *qwen3_5_rules,
+    .desc_text = qwen3_5_description,
     .expect = qh_expect,
     .dense_rule = "q/k/v/o in full-attention layers, gate/up/down in dense layers and shared experts "
                   "(linear-attention projections kept)",
     .geometry = qh_geometry,
-    .implicit_ignore = qwen3_5_implicit_ignore,
     .synth_presets = qwen3_5_presets,
     .synth_knobs = qwen3_5_knobs,
     .synth_preset = qwen3_5_synth_preset,

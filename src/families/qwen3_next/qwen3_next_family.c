@@ -21,18 +21,35 @@
 #include "jsonio.h"
 #include "qwen_hybrid.h"
 
-#define LM "^model\\.layers\\.[0-9]+\\."
 
-static const ff_rule qwen3_next_rules[] = {
-    FF_QWEN_MTP_ROWS,
-    FF_DENSE_ATTENTION_ROWS(LM),
-    FF_KEEP_LINEAR(LM "linear_attn\\.(in_proj_qkvz|in_proj_ba|out_proj)\\.weight$", "linear_attn", GUARD_NONE),
-    FF_KEEP(LM "linear_attn\\.", "linear_attn", GUARD_NONE),
-    FF_QWEN_SPARSE_ROWS(LM),
-    FF_KEEP("^model\\.embed_tokens\\.weight$", "embedding", GUARD_FIXED),
-    FF_KEEP("(norm|layernorm)\\.weight$", "norm", GUARD_FIXED),
-    FF_KEEP_LINEAR("^lm_head\\.weight$", "lm_head", GUARD_FIXED),
-};
+/* The rule table as data (docs/family-files.md); "[.]" is a literal dot. */
+static const char qwen3_next_description[] =
+    "format 1\n"
+    "family qwen3_next\n"
+    "model-type qwen3_next\n"
+    "keep ^mtp[.].*[.]mlp[.]experts[.]gate_up_proj$ group=mtp guard=fixed out=gate_proj,up_proj linear\n"
+    "keep ^mtp[.].*[.]mlp[.]experts[.]down_proj$ group=mtp guard=fixed out=down_proj linear\n"
+    "keep ^mtp[.].*norm[a-z_]*[.]weight$ group=mtp guard=fixed\n"
+    "keep ^mtp[.].*[.]weight$ group=mtp guard=fixed linear\n"
+    "keep ^mtp[.] group=mtp guard=fixed\n"
+    "quant ^model[.]layers[.][0-9]+[.]self_attn[.](q|k|v)_proj[.]weight$ group=attention fuse=qkv\n"
+    "quant ^model[.]layers[.][0-9]+[.]self_attn[.]o_proj[.]weight$ group=attention\n"
+    "keep ^model[.]layers[.][0-9]+[.]linear_attn[.](in_proj_qkvz|in_proj_ba|out_proj)[.]weight$ group=linear_attn linear\n"
+    "keep ^model[.]layers[.][0-9]+[.]linear_attn[.] group=linear_attn\n"
+    "expert ^model[.]layers[.][0-9]+[.]mlp[.]experts[.][0-9]+[.](gate|up)_proj[.]weight$ fuse=gate_up\n"
+    "expert ^model[.]layers[.][0-9]+[.]mlp[.]experts[.][0-9]+[.]down_proj[.]weight$\n"
+    "experts ^model[.]layers[.][0-9]+[.]mlp[.]experts[.]gate_up_proj$ layout=fused2 out=gate_proj,up_proj\n"
+    "experts ^model[.]layers[.][0-9]+[.]mlp[.]experts[.]down_proj$ layout=one out=down_proj\n"
+    "router ^model[.]layers[.][0-9]+[.]mlp[.]gate[.]weight$\n"
+    "router ^model[.]layers[.][0-9]+[.]mlp[.]shared_expert_gate[.]weight$\n"
+    "quant ^model[.]layers[.][0-9]+[.]mlp[.]shared_expert[.](gate|up)_proj[.]weight$ group=shared_expert fuse=gate_up\n"
+    "quant ^model[.]layers[.][0-9]+[.]mlp[.]shared_expert[.]down_proj[.]weight$ group=shared_expert\n"
+    "quant ^model[.]layers[.][0-9]+[.]mlp[.](gate|up)_proj[.]weight$ group=mlp fuse=gate_up\n"
+    "quant ^model[.]layers[.][0-9]+[.]mlp[.]down_proj[.]weight$ group=mlp\n"
+    "keep ^model[.]embed_tokens[.]weight$ group=embedding guard=fixed\n"
+    "keep (norm|layernorm)[.]weight$ group=norm guard=fixed\n"
+    "keep ^lm_head[.]weight$ group=lm_head guard=fixed linear\n"
+    "implicit-ignore lm_head\n";
 
 static int qwen3_next_matches(const json_t *config)
 {
@@ -122,8 +139,6 @@ static json_t *qwen3_next_synth_config(const synth_geom *g)
     return c;
 }
 
-static const char *const qwen3_next_implicit_ignore[] = {"lm_head", NULL};
-
 static const ff_synth_knob qwen3_next_knobs[] = {
     FF_KNOBS_DECODER, FF_KNOB_FULL_EVERY, FF_KNOB_VOCAB, FF_KNOBS_MOE,
     FF_KNOBS_END,
@@ -133,13 +148,11 @@ const ff_family ff_family_qwen3_next = {
     .name = "qwen3_next",
     .model_types = "qwen3_next",
     .matches = qwen3_next_matches,
-    .rules = qwen3_next_rules,
-    .nrules = sizeof qwen3_next_rules / sizeof *qwen3_next_rules,
+    .desc_text = qwen3_next_description,
     .expect = qh_expect,
     .dense_rule = "q/k/v/o in full-attention layers, gate/up/down in dense layers and shared experts "
                   "(linear-attention projections kept)",
     .geometry = qh_geometry,
-    .implicit_ignore = qwen3_next_implicit_ignore,
     .synth_presets = qwen3_next_presets,
     .synth_knobs = qwen3_next_knobs,
     .synth_preset = qwen3_next_synth_preset,
