@@ -26,9 +26,11 @@ typedef struct budget_unit {
     uint64_t bytes[3];          /* output bytes as NVFP4A16, FP8 channel-wise, kept */
     double err[3];              /* squared weight error each scheme leaves (kept: 0) */
     double energy;              /* sum of its squared weights */
-    double score[3];            /* the sensitivity the choice reads: err / energy, the
-                                   relative error each scheme leaves in the unit's output
-                                   (bench/sensitivity_kl.py measures how well it predicts) */
+    double fourth;              /* sum of their fourth powers */
+    double kurtosis;            /* E[w^4] / E[w^2]^2 over the unit's weights */
+    double score[3];            /* the sensitivity the choice reads: err x kurtosis^2, the
+                                   error each scheme leaves, weighted by how heavy-tailed
+                                   the unit's weights are (bench/sensitivity_proxies.py) */
     budget_scheme scheme;       /* the choice */
 } budget_unit;
 

@@ -278,11 +278,11 @@ void plan_budget_print(const plan_budget *b, FILE *out)
 
 static json_t *unit_json(const budget_unit *u)
 {
-    return json_pack("{s:s, s:s, s:I, s:I, s:{s:I, s:I, s:I}, s:{s:f, s:f}, s:{s:f, s:f}, s:f}", "module", u->module, "scheme",
+    return json_pack("{s:s, s:s, s:I, s:I, s:{s:I, s:I, s:I}, s:{s:f, s:f}, s:{s:f, s:f}, s:f, s:f}", "module", u->module, "scheme",
                      scheme_names[u->scheme], "members", (json_int_t)u->members, "weights", (json_int_t)u->weights,
                      "bytes", "nvfp4a16", (json_int_t)u->bytes[0], "fp8", (json_int_t)u->bytes[1], "kept",
                      (json_int_t)u->bytes[2], "score", "nvfp4", u->score[0], "fp8", u->score[1], "error", "nvfp4", u->err[0], "fp8", u->err[1],
-                     "energy", u->energy);
+                     "energy", u->energy, "kurtosis", u->kurtosis);
 }
 
 json_t *plan_budget_json(const plan_budget *b)
