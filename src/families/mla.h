@@ -19,6 +19,21 @@
 #include "family.h"
 #include "synth_list.h"
 
+/* The rows every MLA family's description shares (its desc_text), under its
+ * layer prefix $(L): q_a + kv_a tied, the routed and shared experts, the
+ * router and its correction bias, dense MLPs. */
+#define FF_MLA_DESCRIPTION_ROWS \
+    "quant $(L)self_attn[.](q_a_proj|kv_a_proj_with_mqa)[.]weight$ group=attention fuse=qkv_a\n" \
+    "quant $(L)self_attn[.](q_proj|q_b_proj|kv_b_proj|o_proj)[.]weight$ group=attention\n" \
+    "expert $(L)mlp[.]experts[.][0-9]+[.](gate|up)_proj[.]weight$ fuse=gate_up\n" \
+    "expert $(L)mlp[.]experts[.][0-9]+[.]down_proj[.]weight$\n" \
+    "router $(L)mlp[.]gate[.]weight$\n" \
+    "keep $(L)mlp[.]gate[.]e_score_correction_bias$ group=router guard=router\n" \
+    "quant $(L)mlp[.]shared_experts[.](gate|up)_proj[.]weight$ group=shared_expert fuse=gate_up\n" \
+    "quant $(L)mlp[.]shared_experts[.]down_proj[.]weight$ group=shared_expert\n" \
+    "quant $(L)mlp[.](gate|up)_proj[.]weight$ group=mlp fuse=gate_up\n" \
+    "quant $(L)mlp[.]down_proj[.]weight$ group=mlp\n"
+
 /* Sparse unless among the first first_k_dense_replace, every moe_layer_freq-th. */
 int mla_is_moe_layer(const json_t *config, int layer);
 

@@ -12,6 +12,33 @@
 #include "family.h"
 #include "synth_list.h"
 
+/* The sparse block both hybrids' descriptions share (desc_text), under their
+ * layer prefix $(L): experts one by one or fused 3-D (split per expert into
+ * the names vLLM's loaders map to w13 / w2), each expert's gate/up sharing a
+ * scale; the router and the shared-expert gate kept (quantized, they serve
+ * NaN); the shared expert and dense MLPs quantized. */
+#define FF_QWEN_SPARSE_DESCRIPTION_ROWS \
+    "expert $(L)mlp[.]experts[.][0-9]+[.](gate|up)_proj[.]weight$ fuse=gate_up\n" \
+    "expert $(L)mlp[.]experts[.][0-9]+[.]down_proj[.]weight$\n" \
+    "experts $(L)mlp[.]experts[.]gate_up_proj$ layout=fused2 out=gate_proj,up_proj\n" \
+    "experts $(L)mlp[.]experts[.]down_proj$ layout=one out=down_proj\n" \
+    "router $(L)mlp[.]gate[.]weight$\n" \
+    "router $(L)mlp[.]shared_expert_gate[.]weight$\n" \
+    "quant $(L)mlp[.]shared_expert[.](gate|up)_proj[.]weight$ group=shared_expert fuse=gate_up\n" \
+    "quant $(L)mlp[.]shared_expert[.]down_proj[.]weight$ group=shared_expert\n" \
+    "quant $(L)mlp[.](gate|up)_proj[.]weight$ group=mlp fuse=gate_up\n" \
+    "quant $(L)mlp[.]down_proj[.]weight$ group=mlp\n"
+
+/* The multi-token-prediction head mtp.* (fc, one decoder layer, norms):
+ * vLLM's MTP drafter reads it and transformers drops it, so it is kept byte
+ * for byte, its Linears in ignore, fused experts by their per-expert names. */
+#define FF_QWEN_MTP_DESCRIPTION_ROWS \
+    "keep ^mtp[.].*[.]mlp[.]experts[.]gate_up_proj$ group=mtp guard=fixed out=gate_proj,up_proj linear\n" \
+    "keep ^mtp[.].*[.]mlp[.]experts[.]down_proj$ group=mtp guard=fixed out=down_proj linear\n" \
+    "keep ^mtp[.].*norm[a-z_]*[.]weight$ group=mtp guard=fixed\n" \
+    "keep ^mtp[.].*[.]weight$ group=mtp guard=fixed linear\n" \
+    "keep ^mtp[.] group=mtp guard=fixed\n"
+
 /* The text model's config: text_config of a ...ForConditionalGeneration, or
  * the config itself. */
 const json_t *qh_text_config(const json_t *config);
