@@ -425,7 +425,8 @@ static int d_note(famparse *ps, char **tok, int ntok, ff_err *e)
 {
     char buf[600];
     size_t len = 0;
-    for (int i = 1; i < ntok; i++)
+    /* stop once full: buf + len past the end is undefined even with size 0 */
+    for (int i = 1; i < ntok && len < sizeof buf; i++)
         len += (size_t)snprintf(buf + len, len < sizeof buf ? sizeof buf - len : 0, "%s%s", i > 1 ? " " : "", tok[i]);
     if (len >= sizeof buf)
         return perr(ps, e, "note longer than %zu bytes", sizeof buf - 1);
@@ -646,7 +647,7 @@ static int fill_family(famparse *ps, const ff_family *base, ff_err *e)
     char types[300];
     size_t len = 0;
     types[0] = 0;
-    for (int i = 0; d->types[i]; i++)
+    for (int i = 0; d->types[i] && len < sizeof types; i++)
         len += (size_t)snprintf(types + len, len < sizeof types ? sizeof types - len : 0, "%s%s", i ? ", " : "",
                                 d->types[i]);
     if (!(f->model_types = own(ps, types, strlen(types), e)))
