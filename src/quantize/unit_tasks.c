@@ -1,0 +1,426 @@
+/* One NVFP4 unit: its tasks (64 rows each), the amax and quantizing passes
+ * on the pool, the next unit's amax pass riding along, its outputs. */
+#include "quantize_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvfp4_simd.h"
+#include "prefetch.h"
+#include "qsource.h"
+
+/* Member k's source tensor: the producer's copy when it made one, else the map. */
+static const uint8_t *member_base(const unit_job *j, size_t k)
+{
+    if (j->data && j->data[k])
+        return j->data[k];
+    return ckpt_data(j->c, j->p->members[j->u->first + k].src);
+}
+
+/* Points each member at its [rows, cols] weight (transposing stored-
+ * transposed experts into a copy), once per unit before the tasks run. */
+int qz_locate_members(unit_job *j, ff_err *e)
+{
+    j->rows = calloc(j->u->count, sizeof *j->rows);
+    j->owned = calloc(j->u->count, sizeof *j->owned);
+    if (!j->rows || !j->owned)
+        return ff_fail(e, FF_EIO, "out of memory quantizing %s", j->p->members[j->u->first].module);
+    for (size_t k = 0; k < j->u->count; k++) {
+        j->rows[k] = plan_member_rows(&j->p->members[j->u->first + k], member_base(j, k), &j->owned[k], e);
+        if (!j->rows[k])
+            return e->code;
+    }
+    return FF_OK;
+}
+
+uint64_t qz_task_rows(const unit_job *j, size_t t)
+{
+    const plan_member *m = &j->p->members[j->u->first + j->task_member[t]];
+    uint64_t left = m->rows - j->task_row[t];
+    return left < ROWS_PER_TASK ? left : ROWS_PER_TASK;
+}
+
+/* Before a pass that releases: every block waits for all its tasks. */
+static void arm_blocks(unit_job *j)
+{
+    for (size_t b = 0; b < j->nblocks; b++)
+        atomic_store_explicit(&j->block_left[b], j->block_first[b + 1] - j->block_first[b], memory_order_relaxed);
+}
+
+/* Task t is done reading its rows; the last task of a block drops the
+ * block's rows from the mapping. */
+void qz_release_task_rows(unit_job *j, size_t t)
+{
+    size_t k = j->task_member[t], b = j->task_block[t];
+    if (!j->streamed || (j->data && j->data[k]) || j->owned[k])
+        return;
+    if (atomic_fetch_sub_explicit(&j->block_left[b], 1, memory_order_acq_rel) != 1)
+        return;
+    size_t first = j->block_first[b], end = j->block_first[b + 1];
+    const plan_member *m = &j->p->members[j->u->first + k];
+    uint64_t row_bytes = m->cols * ff_dtype_size(m->src->st->dtype);
+    uint64_t rows = j->task_row[end - 1] + qz_task_rows(j, end - 1) - j->task_row[first];
+    /* read: the next pass maps them again from the page cache; without the
+     * drop a fused gate+up held 462 MB of mapped input until its unit ended */
+    st_map_drop(j->rows[k] + j->task_row[first] * row_bytes, rows * row_bytes);
+}
+
+static void absmax_task(void *ctx, size_t t, int worker)
+{
+    (void)worker;
+    unit_job *j = ctx;
+    const plan_member *m = &j->p->members[j->u->first + j->task_member[t]];
+    uint64_t row = j->task_row[t], n = qz_task_rows(j, t) * m->cols;
+    size_t esz = ff_dtype_size(m->src->st->dtype);
+    const uint8_t *p = j->rows[j->task_member[t]] + row * m->cols * esz;
+    uint64_t bad;
+    j->task_bad[t] = UINT64_MAX;
+    /* the element index is the source tensor's (for a stored-transposed
+     * expert, the member's own) */
+    if (nvfp4_absmax_fast(p, m->src->st->dtype, n, &j->task_amax[t], &bad))
+        j->task_bad[t] = ((m->transposed ? 0 : m->row0) + row) * m->cols + bad;
+    if (!j->obs)   /* a search reads the rows again right away */
+        qz_release_task_rows(j, t);
+}
+
+/* Where task t's packed rows and scales go: the unit's arena, or a free
+ * buffer of the thread's when the unit is streamed. */
+void qz_task_outputs(const unit_job *j, size_t t, int worker, uint8_t **pk, uint8_t **sc)
+{
+    size_t k = j->task_member[t];
+    uint64_t r = j->task_row[t], cols = j->p->members[j->u->first + k].cols;
+    if (!j->streamed) {
+        *pk = j->packed[k] + r * (cols / 2);
+        *sc = j->scales[k] + r * (cols / NVFP4_GROUP);
+        return;
+    }
+    *pk = outq_buffer(j->q, worker);
+    *sc = *pk + qz_task_rows(j, t) * (cols / 2);
+}
+
+/* The packed rows and the scales follow each other in the buffer. */
+void qz_stream_task_rows(const unit_job *j, size_t t, int worker, const uint8_t *pk)
+{
+    if (!j->streamed)
+        return;
+    const plan_member *m = &j->p->members[j->u->first + j->task_member[t]];
+    uint64_t r = j->task_row[t], n = qz_task_rows(j, t);
+    outq_submit(j->q, worker, pk, m->out, r * (m->cols / 2), n * (m->cols / 2), m->out + 1,
+                r * (m->cols / NVFP4_GROUP), n * (m->cols / NVFP4_GROUP));
+}
+
+static void quant_task(void *ctx, size_t t, int worker)
+{
+    unit_job *j = ctx;
+    size_t k = j->task_member[t];
+    const plan_member *m = &j->p->members[j->u->first + k];
+    uint8_t *pk, *sc;
+    qz_task_outputs(j, t, worker, &pk, &sc);
+    j->kernel(j->rows[k], m->src->st->dtype, m->cols, j->task_row[t], qz_task_rows(j, t), j->gs, pk, sc);
+    qz_release_task_rows(j, t);
+    qz_stream_task_rows(j, t, worker, pk);
+}
+
+/* Side tasks [a, end) of one member: consecutive, so their rows are one run. */
+static size_t side_run_end(const unit_job *v, size_t a, size_t b)
+{
+    size_t end = a + 1;
+    while (end < b && v->task_member[end] == v->task_member[a])
+        end++;
+    return end;
+}
+
+/* The amax of side tasks [a, end) as read by the kernel: the max goes to
+ * task a; a NaN or Inf sends the run through absmax_task, which names it. */
+static void side_record(unit_job *v, size_t a, size_t end, uint16_t max)
+{
+    for (size_t s = a; s < end; s++) {
+        if (max >= 0x7f80) {
+            absmax_task(v, s, 0);
+            continue;
+        }
+        v->task_amax[s] = s == a ? ff_bf16_to_f32(max) : 0.0f;
+        v->task_bad[s] = UINT64_MAX;
+        qz_release_task_rows(v, s);
+    }
+}
+
+/* quant_task with the side's tasks side_first[t]..side_first[t + 1] read
+ * along: the task's rows are shared out over the side's runs. */
+static void quant_side_task(void *ctx, size_t t, int worker)
+{
+    unit_job *j = ctx, *v = j->side;
+    size_t k = j->task_member[t];
+    const plan_member *m = &j->p->members[j->u->first + k];
+    uint64_t rows = qz_task_rows(j, t), r0 = j->task_row[t], done = 0;
+    size_t a = j->side_first[t], b = j->side_first[t + 1];
+    uint8_t *pk, *sc;
+    qz_task_outputs(j, t, worker, &pk, &sc);
+    while (a < b) {
+        size_t end = side_run_end(v, a, b);
+        const plan_member *vm = &v->p->members[v->u->first + v->task_member[a]];
+        uint64_t vrow = v->task_row[a], vrows = v->task_row[end - 1] + qz_task_rows(v, end - 1) - vrow;
+        nvfp4_side side = {.p = (const uint16_t *)v->rows[v->task_member[a]] + vrow * vm->cols,
+                           .n = vrows * vm->cols};
+        uint64_t part = end == b ? rows - done : (rows - done) * (end - a) / (b - a);
+        nvfp4_quantize_rows_side(j->rows[k], m->cols, r0 + done, part, j->gs, pk + done * (m->cols / 2),
+                                 sc + done * (m->cols / NVFP4_GROUP), &side);
+        side_record(v, a, end, side.max);
+        done += part;
+        a = end;
+    }
+    if (done < rows)
+        j->kernel(j->rows[k], m->src->st->dtype, m->cols, r0 + done, rows - done, j->gs,
+                  pk + done * (m->cols / 2), sc + done * (m->cols / NVFP4_GROUP));
+    qz_release_task_rows(j, t);
+    qz_stream_task_rows(j, t, worker, pk);
+}
+
+static int arena_reserve(out_arena *a, uint64_t n)
+{
+    if (n <= a->cap)
+        return 0;
+    free(a->p);
+    a->p = malloc(n);
+    a->cap = a->p ? n : 0;
+    return a->p ? 0 : -1;
+}
+
+/* Grows the queue's buffers to hold one task's output of the unit's
+ * widest member; -1 when out of memory. */
+static int buffers_reserve(const unit_job *j)
+{
+    uint64_t need = 1;
+    for (size_t k = 0; k < j->u->count; k++) {
+        const plan_member *m = &j->p->members[j->u->first + k];
+        uint64_t b = ROWS_PER_TASK * (m->cols / 2 + m->cols / NVFP4_GROUP);
+        need = b > need ? b : need;
+    }
+    return outq_reserve(j->q, need);
+}
+
+static int plan_tasks(unit_job *j, out_arena *arena)
+{
+    size_t n = 0;
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < j->u->count; k++) {
+        const plan_member *m = &j->p->members[j->u->first + k];
+        n += (m->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+        bytes += m->rows * m->cols / 2 + m->rows * m->cols / NVFP4_GROUP;
+        j->elems += m->rows * m->cols;
+    }
+    j->ntasks = n;
+    /* small units run inline and gather their outputs for the combiner */
+    j->streamed = j->elems >= SMALL_UNIT_ELEMS;
+    j->task_member = malloc(n * sizeof *j->task_member);
+    j->task_row = malloc(n * sizeof *j->task_row);
+    j->task_amax = malloc(n * sizeof *j->task_amax);
+    j->task_bad = malloc(n * sizeof *j->task_bad);
+    j->task_block = malloc(n * sizeof *j->task_block);
+    j->block_first = malloc((n + 1) * sizeof *j->block_first);
+    j->block_left = malloc(n * sizeof *j->block_left);
+    j->packed = calloc(j->u->count, sizeof *j->packed);
+    j->scales = calloc(j->u->count, sizeof *j->scales);
+    if (!j->task_member || !j->task_row || !j->task_amax || !j->task_bad || !j->task_block || !j->block_first ||
+        !j->block_left || !j->packed || !j->scales ||
+        (j->streamed ? buffers_reserve(j) : arena_reserve(arena, bytes + 1)))
+        return -1;
+    size_t t = 0;
+    uint8_t *at = arena->p;
+    for (size_t k = 0; k < j->u->count; k++) {
+        const plan_member *m = &j->p->members[j->u->first + k];
+        uint64_t task_bytes = ROWS_PER_TASK * m->cols * ff_dtype_size(m->src->st->dtype);
+        uint64_t per_block = task_bytes && RELEASE_BLOCK_BYTES > task_bytes ? RELEASE_BLOCK_BYTES / task_bytes : 1;
+        for (uint64_t r = 0, i = 0; r < m->rows; r += ROWS_PER_TASK, i++) {
+            if (i % per_block == 0)
+                j->block_first[j->nblocks++] = t;
+            j->task_block[t] = j->nblocks - 1;
+            j->task_member[t] = k;
+            j->task_row[t++] = r;
+        }
+        j->block_first[j->nblocks] = t;   /* the end of the last block so far */
+        if (j->streamed)
+            continue;
+        j->packed[k] = at;
+        at += m->rows * m->cols / 2;
+        j->scales[k] = at;
+        at += m->rows * m->cols / NVFP4_GROUP;
+    }
+    return 0;
+}
+
+void qz_free_job(unit_job *j)
+{
+    for (size_t k = 0; j->data && k < j->u->count; k++)
+        qs_buffer_release(j->p->src_view, j->data[k]);   /* decoded copies are reused; others free()d */
+    for (size_t k = 0; j->owned && k < j->u->count; k++)
+        free(j->owned[k]);
+    free(j->data);
+    free(j->owned);
+    free(j->rows);
+    free(j->packed);
+    free(j->scales);
+    free(j->task_member);
+    free(j->task_row);
+    free(j->task_amax);
+    free(j->task_bad);
+    free(j->task_block);
+    free(j->block_first);
+    free(j->block_left);
+    free(j->side_first);
+    if (j->obs)
+        qz_obs_free(j);
+}
+
+/* Lets the quant_source replace each member's source bytes. */
+int qz_load_members(unit_job *j, const quant_source *qs, ff_pool *pool, ff_err *e)
+{
+    if (!qs && !j->p->src_view)
+        return FF_OK;
+    j->data = calloc(j->u->count, sizeof *j->data);
+    if (!j->data)
+        return ff_fail(e, FF_EIO, "out of memory quantizing %s", j->p->members[j->u->first].module);
+    int rc = FF_OK;
+    for (size_t k = 0; k < j->u->count && rc == FF_OK; k++) {
+        const ckpt_tensor *src = j->p->members[j->u->first + k].src;
+        /* a quantized source's weight: decoded to the reference bf16 for this unit only */
+        const qs_weight *sw = plan_source_weight(j->p, src);
+        uint16_t *dec = NULL;
+        if (sw && (rc = qs_decode(j->c, j->p->src_view, sw, pool, &dec, e)) == FF_OK)
+            j->data[k] = dec;
+        else if (!sw && qs)
+            rc = qs->load(qs->ctx, src, &j->data[k], e);
+    }
+    return rc;
+}
+
+void qz_run_tasks_weighted(ff_pool *pool, unit_job *j, pool_worker_fn fn, uint64_t weight)
+{
+    if (j->elems * weight < SMALL_UNIT_ELEMS) {
+        for (size_t t = 0; t < j->ntasks; t++)
+            fn(j, t, 0);
+        return;
+    }
+    pool_run_indexed(pool, j->ntasks, fn, j);
+}
+
+void qz_run_tasks(ff_pool *pool, unit_job *j, pool_worker_fn fn)
+{
+    qz_run_tasks_weighted(pool, j, fn, 1);
+}
+
+/* Everything a unit needs before its amax pass; on failure the job holds nothing. */
+int qz_unit_prepare(unit_job *j, const ckpt *c, const plan *p, const plan_unit *u, nvfp4_rows_fn kernel,
+                        const nvfp4_obs *obs, const quant_source *qs, ff_pool *pool, io_state *io, shard_set *ss,
+                        ff_err *e)
+{
+    *j = (unit_job){.c = c, .p = p, .u = u, .kernel = kernel, .obs = obs, .search = qz_search_for(kernel),
+                    .ranges_scalar = kernel == nvfp4_quantize_rows_scalar, .ss = ss, .q = io->q};
+    if (plan_tasks(j, &io->arena) || (obs && qz_obs_alloc(j))) {
+        qz_free_job(j);
+        return ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
+    }
+    int rc = qz_load_members(j, qs, pool, e);
+    if (rc == FF_OK)
+        rc = qz_locate_members(j, e);
+    if (rc != FF_OK)
+        qz_free_job(j);
+    return rc;
+}
+
+/* A unit whose passes can carry, or be carried by, another's amax pass:
+ * bf16 rows read straight from the map, on a kernel with a side path, big
+ * enough to be streamed (small units share one arena). */
+int qz_can_ride(const plan *p, const plan_unit *u, nvfp4_rows_fn kernel, const nvfp4_obs *obs,
+                    const quant_source *qs)
+{
+    if (u->fp8 || obs || qs || p->src_view || !nvfp4_side_ok(kernel))
+        return 0;
+    uint64_t elems = 0;
+    for (size_t k = 0; k < u->count; k++) {
+        const plan_member *m = &p->members[u->first + k];
+        if (m->src->st->dtype != FF_DT_BF16 || m->transposed)
+            return 0;
+        elems += m->rows * m->cols;
+    }
+    return elems >= SMALL_UNIT_ELEMS;
+}
+
+/* A unit whose rows are in the page cache, by each member's first and
+ * last page: from a cold disk its reads would stall the kernel carrying
+ * them (host, 2 threads, cold: 2.24 GB/s riding against 2.42 without). */
+int qz_unit_cached(const unit_job *v)
+{
+    for (size_t k = 0; k < v->u->count; k++) {
+        const plan_member *m = &v->p->members[v->u->first + k];
+        const uint8_t *first = v->rows[k];
+        if (!prefetch_resident(first) || !prefetch_resident(first + m->rows * m->cols * 2 - 1))
+            return 0;
+    }
+    return 1;
+}
+
+/* Shares side's tasks out over j's in proportion; -1: out of memory. */
+static int attach_side(unit_job *j, unit_job *side)
+{
+    if (!j->ntasks)
+        return -1;
+    j->side_first = malloc((j->ntasks + 1) * sizeof *j->side_first);
+    if (!j->side_first)
+        return -1;
+    for (size_t t = 0; t <= j->ntasks; t++)
+        j->side_first[t] = (size_t)((uint64_t)t * side->ntasks / j->ntasks);
+    j->side = side;
+    return 0;
+}
+
+/* The unit's amax (unless it rode along), global scale, quantizing pass
+ * (carrying side's amax pass when side is given) and outputs; frees j. */
+int qz_write_unit(unit_job *j, unit_job *side, ff_pool *pool, io_state *io, shard_set *ss, ff_err *e)
+{
+    const plan *p = j->p;
+    const plan_unit *u = j->u;
+    int rc = FF_OK;
+    if (!j->amax_done) {
+        arm_blocks(j);
+        qz_run_tasks(pool, j, absmax_task);
+    }
+    float amax = 0.0f;
+    for (size_t t = 0; t < j->ntasks; t++) {
+        if (j->task_bad[t] != UINT64_MAX) {
+            const plan_member *m = &p->members[u->first + j->task_member[t]];
+            rc = ff_fail(e, FF_EIO, "%s: tensor %s: element %llu is NaN or Inf; refusing to quantize it",
+                         ckpt_path(j->c, m->src), m->src->st->name, (unsigned long long)j->task_bad[t]);
+            break;
+        }
+        amax = j->task_amax[t] > amax ? j->task_amax[t] : amax;
+    }
+    if (rc == FF_OK) {
+        if (j->obs)
+            amax = qz_observe_ranges(j, pool);
+        j->gs = nvfp4_global_scale(amax, p->members[u->first].src->st->dtype);
+        arm_blocks(j);
+        if (side && attach_side(j, side) == 0) {
+            arm_blocks(side);
+            qz_run_tasks(pool, j, quant_side_task);
+            side->amax_done = 1;
+        } else {
+            qz_run_tasks(pool, j, j->obs ? qz_quant_ranges_task : quant_task);
+        }
+        rc = outq_error(io->q, e);
+        for (size_t k = 0; k < u->count && rc == FF_OK; k++) {
+            const plan_member *m = &p->members[u->first + k];
+            if (j->streamed) {
+                ss->bytes_written += m->rows * m->cols / 2 + m->rows * m->cols / NVFP4_GROUP;
+            } else {
+                rc = qz_out_write(&io->wc, ss, m->out, j->packed[k], m->rows * m->cols / 2, e);
+                if (!rc)
+                    rc = qz_out_write(&io->wc, ss, m->out + 1, j->scales[k], m->rows * m->cols / NVFP4_GROUP, e);
+            }
+            if (!rc)
+                rc = qz_out_write(&io->wc, ss, m->out + 2, &j->gs, sizeof j->gs, e);
+        }
+    }
+    qz_free_job(j);
+    return rc;
+}
