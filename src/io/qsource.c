@@ -520,6 +520,58 @@ int qs_decode(const ckpt *c, const qs_view *v, const qs_weight *w, ff_pool *pool
     return FF_OK;
 }
 
+/* ---- rows at a time -------------------------------------------------------------- */
+
+int qs_rows_able(const qs_view *v, const qs_weight *w)
+{
+    qs_kind k = v ? v->fmt.kind : QS_NONE;
+    return w && !w->row_step && !w->gather && (k == QS_FP8_BLOCK || k == QS_CT_INT || k == QS_CT_MXFP4);
+}
+
+static int fp8_rows_open(const ckpt *c, const qs_weight *w, qs_rows *r, ff_err *e)
+{
+    const st_tensor *t = w->data->st, *s = w->scale->st;
+    uint64_t ns = (uint64_t)s->shape[0] * (uint64_t)s->shape[1];
+    r->rows = (uint64_t)t->shape[0];
+    r->cols = (uint64_t)t->shape[1];
+    r->fp8_scales = malloc(ns ? ns * sizeof *r->fp8_scales : 1);
+    if (!r->fp8_scales)
+        return ff_fail(e, FF_EIO, "out of memory decoding %s", t->name);
+    memcpy(r->fp8_scales, ckpt_data(c, w->scale), ns * sizeof *r->fp8_scales);
+    return FF_OK;
+}
+
+int qs_rows_open(const ckpt *c, const qs_view *v, const qs_weight *w, qs_rows *r, ff_err *e)
+{
+    *r = (qs_rows){.kind = v->fmt.kind, .data = ckpt_data(c, w->data), .group = (uint64_t)v->fmt.group};
+    if (v->fmt.kind == QS_FP8_BLOCK)
+        return fp8_rows_open(c, w, r, e);
+    int rc = ct_geometry(c, &v->fmt, w, &r->rows, &r->cols, e);
+    if (!rc)
+        rc = check_scales(c, &v->fmt, w, e);
+    r->scales = ckpt_data(c, w->scale);
+    r->sd = w->scale->st->dtype;
+    return rc;
+}
+
+void qs_rows_decode(const qs_rows *r, uint64_t r0, uint64_t n, uint16_t *out)
+{
+    const qs_decoders *d = qs_decoders_best();   /* each gives the scalar decoder's bytes */
+    if (r->kind == QS_FP8_BLOCK)
+        d->fp8(r->data, r->fp8_scales, r->rows, r->cols, r0, n, out);
+    else if (r->kind == QS_CT_MXFP4)
+        d->mxfp4(r->data, r->scales, r->cols, r0, n, out);
+    else
+        d->ctint(r->data, r->scales, r->sd, r->cols, r->group, r0, n, out);
+}
+
+void qs_rows_close(const ckpt *c, const qs_weight *w, qs_rows *r)
+{
+    free(r->fp8_scales);
+    r->fp8_scales = NULL;
+    st_drop_tensor(&c->files[w->data->file], w->data->st);
+}
+
 /* ---- MXFP4 rows (the exact route) --------------------------------------------------- */
 
 static uint64_t stored_row(const qs_weight *w, uint64_t r)

@@ -80,6 +80,27 @@ int qs_decode(const ckpt *c, const qs_view *v, const qs_weight *w, struct ff_poo
  * never reused; one given back is reused without refaulting its pages. */
 void qs_buffer_release(const qs_view *v, uint16_t *p);
 
+/* A stored weight decoded some rows at a time into the caller's buffer, each
+ * row the bytes qs_decode gives it: the executor decodes a task's rows into
+ * a buffer the cache holds instead of writing a whole bf16 copy to memory
+ * and reading it back twice (FP8-block, compressed-tensors INT4 and MXFP4
+ * whole weights; not gpt-oss's slices, which qs_rows_able refuses). */
+typedef struct qs_rows {
+    qs_kind kind;
+    const uint8_t *data, *scales;
+    float *fp8_scales;          /* FP8-block: the scales copied (the data section need not be 4-aligned) */
+    ff_dtype sd;                /* compressed-tensors INT: the scales' dtype */
+    uint64_t rows, cols, group;
+} qs_rows;
+
+int qs_rows_able(const qs_view *v, const qs_weight *w);
+/* Checks what qs_decode checks (the same errors) and takes the geometry. */
+int qs_rows_open(const ckpt *c, const qs_view *v, const qs_weight *w, qs_rows *r, ff_err *e);
+/* Rows [r0, r0 + n) into out (n * cols bf16). */
+void qs_rows_decode(const qs_rows *r, uint64_t r0, uint64_t n, uint16_t *out);
+/* Frees what open took and drops the stored bytes from the mapping. */
+void qs_rows_close(const ckpt *c, const qs_weight *w, qs_rows *r);
+
 /* MXFP4 weights (compressed-tensors' or gpt-oss's), row by row: the codes
  * (cols / 2 bytes) and E8M0 exponents (cols / 32) of decoded row r of the
  * view tensor t. For the exact route (src/quantize/mx_exact.h). */

@@ -80,30 +80,72 @@ static T5 INL __m256i fp8_16_512(__m128i b, __m512 s)
     return _mm256_mask_mov_epi16(bf16_512(_mm512_mul_ps(v, s)), nan, _mm256_set1_epi16(BF16_NAN_E4M3));
 }
 
-static T5 void fp8_row_512(const uint8_t *row, const float *srow, uint64_t K, uint16_t *o)
+/* The 256 values of one block's scale, as fp8_16_512 gives them: eight
+ * registers of 32 bf16, indexed by the byte. */
+static T5 INL void fp8_table_512(__m512 s, __m512i t[8])
 {
-    uint64_t c = 0;
-    /* 16 divides the 128-column block: a step never straddles two scales */
-    for (; c + 32 <= K; c += 32) {
-        __m512 s = _mm512_set1_ps(srow[c / FP8B_BLOCK]);
-        __m256i b = _mm256_loadu_si256((const __m256i *)(row + c));
-        _mm256_storeu_si256((__m256i *)(o + c), fp8_16_512(_mm256_castsi256_si128(b), s));
-        _mm256_storeu_si256((__m256i *)(o + c + 16), fp8_16_512(_mm256_extracti128_si256(b, 1), s));
-    }
-    for (; c < K; c += 16) {
-        __mmask16 m = (__mmask16)(K - c >= 16 ? 0xffff : (1u << (K - c)) - 1);
-        __m256i r = fp8_16_512(_mm_maskz_loadu_epi8(m, row + c), _mm512_set1_ps(srow[c / FP8B_BLOCK]));
-        _mm256_mask_storeu_epi16(o + c, m, r);
+    for (int i = 0; i < 8; i++) {
+        __m128i b0 = _mm_add_epi8(_mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                  _mm_set1_epi8((char)(32 * i)));
+        __m128i b1 = _mm_add_epi8(b0, _mm_set1_epi8(16));
+        t[i] = _mm512_inserti64x4(_mm512_castsi256_si512(fp8_16_512(b0, s)), fp8_16_512(b1, s), 1);
     }
 }
 
+/* 32 bytes looked up in the block's table: bits 0-5 pick within a pair of
+ * registers (vpermi2w), bits 6 and 7 the pair. */
+static T5 INL __m512i fp8_lookup32_512(__m256i b, const __m512i t[8])
+{
+    __m512i idx = _mm512_cvtepu8_epi16(b);
+    __m512i q0 = _mm512_permutex2var_epi16(t[0], idx, t[1]), q1 = _mm512_permutex2var_epi16(t[2], idx, t[3]);
+    __m512i q2 = _mm512_permutex2var_epi16(t[4], idx, t[5]), q3 = _mm512_permutex2var_epi16(t[6], idx, t[7]);
+    __mmask32 b6 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(0x40));
+    __mmask32 b7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(0x80));
+    return _mm512_mask_mov_epi16(_mm512_mask_mov_epi16(q0, b6, q1), b7, _mm512_mask_mov_epi16(q2, b6, q3));
+}
+
+static T5 INL void fp8_block_512(const uint8_t *p, uint64_t len, const __m512i t[8], uint16_t *o)
+{
+    uint64_t c = 0;
+    for (; c + 32 <= len; c += 32)
+        _mm512_storeu_si512(o + c, fp8_lookup32_512(_mm256_loadu_si256((const __m256i *)(p + c)), t));
+    if (c < len) {
+        __mmask32 m = (__mmask32)((1ull << (len - c)) - 1);
+        _mm512_mask_storeu_epi16(o + c, m, fp8_lookup32_512(_mm256_maskz_loadu_epi8(m, p + c), t));
+    }
+}
+
+/* Tables of up to this many blocks are built at once (32 KB on the stack). */
+#define FP8_TABLE_BLOCKS 64
+
+/* A block's 256 values are computed once for all the rows that share its
+ * scale (a 128-row task: once per 16,384 elements), then each byte is a
+ * lookup. Computing every element (two conversions, a multiply, the
+ * rounding, the NaN mask) ran at ~1.1 G elements/s a core on Zen 4, most
+ * of a Kimi-K2 FP8 job's user time. Rows are still read whole, one after
+ * the other: block by block down the rows instead (each table kept in
+ * registers) made 64 strided streams that the prefetchers lose. */
 static T5 void fp8_rows_512(const uint8_t *w, const float *s, uint64_t N, uint64_t K, uint64_t r0, uint64_t n,
                             uint16_t *out)
 {
     uint64_t sc = (K + FP8B_BLOCK - 1) / FP8B_BLOCK;
+    __m512i tab[FP8_TABLE_BLOCKS][8];
     (void)N;
-    for (uint64_t r = 0; r < n; r++)
-        fp8_row_512(w + (r0 + r) * K, s + ((r0 + r) / FP8B_BLOCK) * sc, K, out + r * K);
+    for (uint64_t r = 0; r < n;) {
+        uint64_t srow = (r0 + r) / FP8B_BLOCK, end = (srow + 1) * FP8B_BLOCK - r0;
+        end = end < n ? end : n;
+        for (uint64_t b0 = 0; b0 < sc; b0 += FP8_TABLE_BLOCKS) {
+            uint64_t nb = sc - b0 < FP8_TABLE_BLOCKS ? sc - b0 : FP8_TABLE_BLOCKS;
+            uint64_t c0 = b0 * FP8B_BLOCK, c1 = (b0 + nb) * FP8B_BLOCK < K ? (b0 + nb) * FP8B_BLOCK : K;
+            for (uint64_t b = 0; b < nb; b++)
+                fp8_table_512(_mm512_set1_ps(s[srow * sc + b0 + b]), tab[b]);
+            for (uint64_t i = r; i < end; i++)
+                for (uint64_t c = c0; c < c1; c += FP8B_BLOCK)
+                    fp8_block_512(w + (r0 + i) * K + c, c1 - c < FP8B_BLOCK ? c1 - c : FP8B_BLOCK,
+                                  tab[(c - c0) / FP8B_BLOCK], out + i * K + c);
+        }
+        r = end;
+    }
 }
 
 /* 32 nibbles (16 bytes, low nibble first) looked up in tab's 16 words. */

@@ -166,10 +166,12 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
     progress_begin(&bar, p->bytes_in, o->progress);
     io_state io = {.wc.buf = malloc(WC_CAP), .nslots = pool_threads(pool)};
     io.slots = calloc((size_t)io.nslots, sizeof *io.slots);
+    io.scratch = calloc((size_t)io.nslots, sizeof *io.scratch);
     io.q = outq_create(ss, io.nslots);
-    if (!io.slots || !io.q) {
+    if (!io.slots || !io.q || !io.scratch) {
         free(io.wc.buf);
         free(io.slots);
+        free(io.scratch);
         outq_free(io.q);
         return ff_fail(e, FF_EIO, "out of memory");
     }
@@ -214,6 +216,9 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
     free(io.arena.p);
     free(io.wc.buf);
     free(io.slots);
+    for (int w = 0; w < io.nslots; w++)
+        free(io.scratch[w]);
+    free(io.scratch);
     outq_free(io.q);
     pthread_mutex_destroy(&io.write_mu);
     if (rc == FF_OK && o->source && o->source->finish)

@@ -14,6 +14,7 @@
 #include "nvfp4.h"
 #include "nvfp4_mse.h"
 #include "outq.h"
+#include "qsource.h"
 #include "shards.h"
 #include "threadpool.h"
 
@@ -67,7 +68,14 @@ typedef struct unit_job {
     const shard_set *ss;
     outq *q;
     void **data;              /* per member: the quant_source's copy, or NULL */
-    const uint8_t **rows;     /* per member: its [rows, cols] weight (row 0) */
+    const uint8_t **rows;     /* per member: its [rows, cols] weight (row 0); NULL when decoded by rows */
+    /* Per member of a vendor-quantized source: decoded a task's rows at a
+     * time into the thread's scratch (kind QS_NONE: not). A whole bf16 copy
+     * was written to memory and read back by both passes: Kimi-K2 FP8, 2
+     * threads, 4.08 GB, the decode and the amax pass were a third of the
+     * samples. */
+    qs_rows *lazy;
+    uint16_t *const *scratch; /* per pool thread: ROWS_PER_TASK rows of the widest lazy member */
     void **owned;             /* per member: a transposed copy behind rows, or NULL */
     /* MSE observers only (obs != NULL): per member, per group */
     const nvfp4_obs *obs;
@@ -108,6 +116,8 @@ typedef struct io_state {
     worker_slot *slots;       /* one per pool thread */
     int nslots;
     outq *q;                  /* streamed units' rows, queued kept tensors */
+    uint16_t **scratch;       /* per pool thread, grow-only: decoded rows (unit_job.lazy) */
+    uint64_t scratch_cap;     /* bytes each */
     /* Kept chunks: one pool thread writes at a time: ext4 holds the file's
      * lock for the whole buffered write, and a second writer spins on it in
      * the kernel (28% of a run's CPU when they did); waiting here sleeps. */
@@ -132,7 +142,7 @@ typedef struct unit_ctx {
 
 /* unit_tasks.c: one NVFP4 unit's job */
 int qz_locate_members(unit_job *j, ff_err *e);
-int qz_load_members(unit_job *j, const quant_source *qs, ff_pool *pool, ff_err *e);
+int qz_load_members(unit_job *j, const quant_source *qs, ff_pool *pool, int by_rows, ff_err *e);
 uint64_t qz_task_rows(const unit_job *j, size_t t);
 void qz_release_task_rows(unit_job *j, size_t t);
 void qz_task_outputs(const unit_job *j, size_t t, int worker, uint8_t **pk, uint8_t **sc);

@@ -61,7 +61,7 @@ static int fp8_write_member(const unit_ctx *x, const unit_job *j, size_t k, ff_e
 int qz_write_unit_fp8(const unit_ctx *x, const plan_unit *u, ff_err *e)
 {
     unit_job j = {.c = x->c, .p = x->p, .u = u};
-    int rc = qz_load_members(&j, x->qs, x->pool, e);
+    int rc = qz_load_members(&j, x->qs, x->pool, 0, e);
     if (rc == FF_OK)
         rc = qz_locate_members(&j, e);
     for (size_t k = 0; rc == FF_OK && k < u->count; k++)

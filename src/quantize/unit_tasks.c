@@ -17,6 +17,25 @@ static const uint8_t *member_base(const unit_job *j, size_t k)
     return ckpt_data(j->c, j->p->members[j->u->first + k].src);
 }
 
+static int by_rows(const unit_job *j, size_t k)
+{
+    return j->lazy && j->lazy[k].kind != QS_NONE;
+}
+
+/* Task t's rows as bf16: decoded into the thread's scratch for a member
+ * decoded by rows (the scratch's row 0 is the task's first row), else the
+ * member's rows from row 0. *first: the index of the returned pointer's row 0. */
+static const uint8_t *task_source(const unit_job *j, size_t t, int worker, uint64_t *first)
+{
+    size_t k = j->task_member[t];
+    *first = 0;
+    if (!by_rows(j, k))
+        return j->rows[k];
+    *first = j->task_row[t];
+    qs_rows_decode(&j->lazy[k], j->task_row[t], qz_task_rows(j, t), j->scratch[worker]);
+    return (const uint8_t *)j->scratch[worker];
+}
+
 /* Points each member at its [rows, cols] weight (transposing stored-
  * transposed experts into a copy), once per unit before the tasks run. */
 int qz_locate_members(unit_job *j, ff_err *e)
@@ -26,6 +45,8 @@ int qz_locate_members(unit_job *j, ff_err *e)
     if (!j->rows || !j->owned)
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", j->p->members[j->u->first].module);
     for (size_t k = 0; k < j->u->count; k++) {
+        if (by_rows(j, k))
+            continue;
         j->rows[k] = plan_member_rows(&j->p->members[j->u->first + k], member_base(j, k), &j->owned[k], e);
         if (!j->rows[k])
             return e->code;
@@ -52,7 +73,7 @@ static void arm_blocks(unit_job *j)
 void qz_release_task_rows(unit_job *j, size_t t)
 {
     size_t k = j->task_member[t], b = j->task_block[t];
-    if (!j->streamed || (j->data && j->data[k]) || j->owned[k])
+    if (!j->streamed || (j->data && j->data[k]) || j->owned[k] || by_rows(j, k))
         return;
     if (atomic_fetch_sub_explicit(&j->block_left[b], 1, memory_order_acq_rel) != 1)
         return;
@@ -67,12 +88,11 @@ void qz_release_task_rows(unit_job *j, size_t t)
 
 static void absmax_task(void *ctx, size_t t, int worker)
 {
-    (void)worker;
     unit_job *j = ctx;
     const plan_member *m = &j->p->members[j->u->first + j->task_member[t]];
-    uint64_t row = j->task_row[t], n = qz_task_rows(j, t) * m->cols;
+    uint64_t row = j->task_row[t], n = qz_task_rows(j, t) * m->cols, first;
     size_t esz = ff_dtype_size(m->src->st->dtype);
-    const uint8_t *p = j->rows[j->task_member[t]] + row * m->cols * esz;
+    const uint8_t *p = task_source(j, t, worker, &first) + (row - first) * m->cols * esz;
     uint64_t bad;
     j->task_bad[t] = UINT64_MAX;
     /* the element index is the source tensor's (for a stored-transposed
@@ -115,8 +135,10 @@ static void quant_task(void *ctx, size_t t, int worker)
     size_t k = j->task_member[t];
     const plan_member *m = &j->p->members[j->u->first + k];
     uint8_t *pk, *sc;
+    uint64_t first;
+    const uint8_t *rows = task_source(j, t, worker, &first);
     qz_task_outputs(j, t, worker, &pk, &sc);
-    j->kernel(j->rows[k], m->src->st->dtype, m->cols, j->task_row[t], qz_task_rows(j, t), j->gs, pk, sc);
+    j->kernel(rows, m->src->st->dtype, m->cols, j->task_row[t] - first, qz_task_rows(j, t), j->gs, pk, sc);
     qz_release_task_rows(j, t);
     qz_stream_task_rows(j, t, worker, pk);
 }
@@ -255,6 +277,10 @@ void qz_free_job(unit_job *j)
         qs_buffer_release(j->p->src_view, j->data[k]);   /* decoded copies are reused; others free()d */
     for (size_t k = 0; j->owned && k < j->u->count; k++)
         free(j->owned[k]);
+    for (size_t k = 0; j->lazy && k < j->u->count; k++)
+        if (by_rows(j, k))
+            qs_rows_close(j->c, plan_source_weight(j->p, j->p->members[j->u->first + k].src), &j->lazy[k]);
+    free(j->lazy);
     free(j->data);
     free(j->owned);
     free(j->rows);
@@ -272,21 +298,35 @@ void qz_free_job(unit_job *j)
         qz_obs_free(j);
 }
 
-/* Lets the quant_source replace each member's source bytes. */
-int qz_load_members(unit_job *j, const quant_source *qs, ff_pool *pool, ff_err *e)
+/* A member read whole from a stored weight that decodes by rows: decoded a
+ * task at a time (by_rows) when the passes allow it (not the searches,
+ * which read each row many times). */
+static int rows_member(const unit_job *j, const plan_member *m, const qs_weight *sw, int allowed)
+{
+    return allowed && qs_rows_able(j->p->src_view, sw) && !m->transposed && !m->row0 &&
+           m->rows * m->cols == st_numel(m->src->st);
+}
+
+/* Lets the quant_source replace each member's source bytes; by_rows: a
+ * stored weight may be decoded a task's rows at a time. */
+int qz_load_members(unit_job *j, const quant_source *qs, ff_pool *pool, int by_rows_ok, ff_err *e)
 {
     if (!qs && !j->p->src_view)
         return FF_OK;
     j->data = calloc(j->u->count, sizeof *j->data);
-    if (!j->data)
+    j->lazy = j->p->src_view ? calloc(j->u->count, sizeof *j->lazy) : NULL;
+    if (!j->data || (j->p->src_view && !j->lazy))
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", j->p->members[j->u->first].module);
     int rc = FF_OK;
     for (size_t k = 0; k < j->u->count && rc == FF_OK; k++) {
-        const ckpt_tensor *src = j->p->members[j->u->first + k].src;
+        const plan_member *m = &j->p->members[j->u->first + k];
+        const ckpt_tensor *src = m->src;
         /* a quantized source's weight: decoded to the reference bf16 for this unit only */
         const qs_weight *sw = plan_source_weight(j->p, src);
         uint16_t *dec = NULL;
-        if (sw && (rc = qs_decode(j->c, j->p->src_view, sw, pool, &dec, e)) == FF_OK)
+        if (sw && rows_member(j, m, sw, by_rows_ok))
+            rc = qs_rows_open(j->c, j->p->src_view, sw, &j->lazy[k], e);
+        else if (sw && (rc = qs_decode(j->c, j->p->src_view, sw, pool, &dec, e)) == FF_OK)
             j->data[k] = dec;
         else if (!sw && qs)
             rc = qs->load(qs->ctx, src, &j->data[k], e);
@@ -309,6 +349,31 @@ void qz_run_tasks(ff_pool *pool, unit_job *j, pool_worker_fn fn)
     qz_run_tasks_weighted(pool, j, fn, 1);
 }
 
+/* Each pool thread's scratch holds a task's rows of every member decoded by rows. */
+static int scratch_reserve(unit_job *j, io_state *io, ff_err *e)
+{
+    uint64_t need = 0;
+    for (size_t k = 0; k < j->u->count; k++)
+        if (by_rows(j, k)) {
+            uint64_t b = ROWS_PER_TASK * j->p->members[j->u->first + k].cols * 2;
+            need = b > need ? b : need;
+        }
+    j->scratch = io->scratch;
+    if (need <= io->scratch_cap)
+        return FF_OK;
+    for (int w = 0; w < io->nslots; w++) {
+        free(io->scratch[w]);
+        io->scratch[w] = malloc(need);
+    }
+    io->scratch_cap = need;
+    for (int w = 0; w < io->nslots; w++)
+        if (!io->scratch[w]) {
+            io->scratch_cap = 0;
+            return ff_fail(e, FF_EIO, "out of memory quantizing %s", j->p->members[j->u->first].module);
+        }
+    return FF_OK;
+}
+
 /* Everything a unit needs before its amax pass; on failure the job holds nothing. */
 int qz_unit_prepare(unit_job *j, const ckpt *c, const plan *p, const plan_unit *u, nvfp4_rows_fn kernel,
                         const nvfp4_obs *obs, const quant_source *qs, ff_pool *pool, io_state *io, shard_set *ss,
@@ -320,9 +385,11 @@ int qz_unit_prepare(unit_job *j, const ckpt *c, const plan *p, const plan_unit *
         qz_free_job(j);
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
     }
-    int rc = qz_load_members(j, qs, pool, e);
+    int rc = qz_load_members(j, qs, pool, !obs, e);
     if (rc == FF_OK)
         rc = qz_locate_members(j, e);
+    if (rc == FF_OK)
+        rc = scratch_reserve(j, io, e);
     if (rc != FF_OK)
         qz_free_job(j);
     return rc;

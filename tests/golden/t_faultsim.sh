@@ -91,6 +91,9 @@ SUFFIX="" FF_FAULTSIM_JANSSON=0 all_commands
 # slices of fused experts, the exact route), fp4forge's own allocations only
 $FF_FAST synth --arch gpt-oss-20b "$W/oss" > /dev/null || fail faultsim_setup_gptoss
 SUFFIX="" FF_FAULTSIM_JANSSON=0 countdown quantize_gptoss_mxfp4 "$W/o-oss" quantize --quiet --threads 1 "$W/oss" "$W/o-oss"
+# an FP8-block source decoded a task's rows at a time into each thread's scratch
+$FF_FAST synth --arch kimi-k2 --source fp8-block --layers 2 --experts 2 "$W/fp8" > /dev/null || fail faultsim_setup_fp8
+SUFFIX="" FF_FAULTSIM_JANSSON=0 countdown quantize_fp8_block "$W/o-fp8" quantize --quiet --threads 2 "$W/fp8" "$W/o-fp8"
 # a family as data for an architecture no built-in family claims (issue 37):
 # the description inferred, parsed (as --family-file's is) and planned
 cp -r "$W/in" "$W/unk" && sed -i 's/"model_type": "qwen3_moe"/"model_type": "brandnew_moe"/' "$W/unk/config.json"
