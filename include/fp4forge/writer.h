@@ -39,6 +39,9 @@ int ckpt_writer_put(ckpt_writer *w, size_t out, const void *buf, uint64_t n, ff_
  * one piece in memory, not the tensor). From one thread: it counts the
  * bytes written. */
 int ckpt_writer_put_at(ckpt_writer *w, size_t out, uint64_t at, const void *buf, uint64_t n, ff_err *e);
+/* Every tensor not written yet is left a hole that reads as zeros, without
+ * writing it (synth --sparse: real-size headers and files, no disk used). */
+int ckpt_writer_holes(ckpt_writer *w, ff_err *e);
 /* Closes the shards (checking every byte promised was written), writes the
  * index, config.json (when config is not NULL) and copies the non-weight
  * files of aux_from (when not NULL; its config.json only if aux_config). */

@@ -18,7 +18,7 @@
 #include "synth_list.h"
 #include "synth_source.h"
 #include "threadpool.h"
-#include "writer_int.h"
+#include "writer.h"
 
 static synth_tensor *synth_next(synth_list *l)
 {
@@ -234,7 +234,6 @@ static int write_tensors(const synth_list *l, ckpt_writer *w, ff_pool *pool, uin
     uint16_t *buf = malloc((size_t)BLOCK * 2);
     if (!buf)
         return ff_oom(e, "out of memory");
-    shard_set *ss = ckpt_writer_shards(w);
     int rc = FF_OK;
     size_t out = 0;   /* output index of tensor i (a quantized one is 2 or 3 outputs) */
     for (size_t i = 0; i < l->n && rc == FF_OK; i++) {
@@ -251,24 +250,13 @@ static int write_tensors(const synth_list *l, ckpt_writer *w, ff_pool *pool, uin
             fill_job j = {.t = &l->t[i], .seed = hash_name(l->t[i].name, seed), .first = first,
                           .n = total - first < BLOCK ? total - first : BLOCK, .buf = buf};
             pool_run(pool, (j.n + CHUNK - 1) / CHUNK, fill_chunk, &j);
-            uint64_t esz = elem_bytes(&l->t[i]), off = first * esz;
-            size_t k = ss->out_shard[out];
-            rc = st_pwrite_all(ss->fds[k], ss->paths[k], buf, j.n * esz, ss->out_abs[out] + off, e);
-            ss->bytes_written += j.n * esz;
+            uint64_t esz = elem_bytes(&l->t[i]);
+            rc = ckpt_writer_put_at(w, out, first * esz, buf, j.n * esz, e);
         }
         out++;
     }
     free(buf);
     return rc;
-}
-
-/* Extends each shard to its full size without writing: a hole reads as zeros. */
-static int size_sparse(shard_set *ss, ff_err *e)
-{
-    for (size_t k = 0; k < ss->nshards; k++)
-        if (ftruncate(ss->fds[k], (off_t)ss->shard_bytes[k]) != 0)
-            return ff_fail(e, FF_EIO, "%s: cannot size: %s", ss->paths[k], strerror(errno));
-    return FF_OK;
 }
 
 int synth_write(const ff_family *fam, const synth_geom *g, const char *out_dir, const synth_opts *o, ff_err *e)
@@ -300,7 +288,7 @@ int synth_write(const ff_family *fam, const synth_geom *g, const char *out_dir, 
     if (!rc)
         rc = ckpt_writer_layout(w, outs, nouts, o->shard_size, e);
     if (!rc && o->sparse) {
-        rc = size_sparse(ckpt_writer_shards(w), e);
+        rc = ckpt_writer_holes(w, e);
     } else if (!rc) {
         pool = pool_create(o->threads);
         rc = write_tensors(&l, w, pool, g->seed, o->source, e);

@@ -155,11 +155,11 @@ int shards_pwritev(const shard_set *s, size_t k, uint64_t off, struct iovec *iov
     return rc;
 }
 
-/* A reserved shard is its full size whatever was written: one with bytes
- * missing is refused here, as a short file would be by any loader. */
+/* Every writer's shards, not only reserved ones: a tensor its writer never
+ * wrote read back as zeros (inside a shard) or a short file (at its end). */
 static int check_landed(const shard_set *s, ff_err *e)
 {
-    for (size_t k = 0; s->reserved && k < s->nshards; k++) {
+    for (size_t k = 0; k < s->nshards; k++) {
         uint64_t got = atomic_load(&s->landed[k]);
         if (got != s->shard_bytes[k])
             return ff_fail(e, FF_EIO, "internal: %s: %llu bytes written of its %llu", s->paths[k],
@@ -184,6 +184,16 @@ static int write_index(shard_set *s, const char *dir, ff_err *e)
     free(p);
     json_decref(j);
     return rc;
+}
+
+int shards_holes(shard_set *s, ff_err *e)
+{
+    for (size_t k = 0; k < s->nshards; k++) {
+        if (ftruncate(s->fds[k], (off_t)s->shard_bytes[k]) != 0)
+            return ff_fail(e, FF_EIO, "%s: cannot size: %s", s->paths[k], strerror(errno));
+        atomic_store(&s->landed[k], s->shard_bytes[k]);
+    }
+    return FF_OK;
 }
 
 int shards_close(shard_set *s, const char *dir, ff_err *e)

@@ -21,7 +21,7 @@ typedef struct shard_set {
     uint64_t total_size;    /* tensor bytes, for the index's metadata */
     uint64_t *shard_bytes;  /* each file's size: header and data */
     atomic_uint_fast64_t *landed;   /* bytes written to each file so far */
-    int reserved;           /* shards_reserve: every byte must be written by close */
+    int reserved;           /* shards_reserve: the blocks are allocated */
 } shard_set;
 
 int shards_open(shard_set *s, const st_out *outs, size_t n, uint64_t shard_size, const char *dir,
@@ -45,6 +45,11 @@ int shards_place(const shard_set *s, size_t out, uint64_t at, uint64_t n, size_t
 int shards_pwritev(const shard_set *s, size_t k, uint64_t off, struct iovec *iov, int n, ff_err *e);
 /* n bytes at off in shard k (a caller that combines small tensors itself). */
 int shards_pwrite(const shard_set *s, size_t k, uint64_t off, const void *buf, uint64_t n, ff_err *e);
+/* Each shard extended to its full size without writing (a hole reads as
+ * zeros), its bytes counted as landed. */
+int shards_holes(shard_set *s, ff_err *e);
+/* Refuses a shard with bytes never written (or written twice): a hole or a
+ * short file would read as zeros or fail in a loader, far from the cause. */
 int shards_close(shard_set *s, const char *dir, ff_err *e);
 void shards_free(shard_set *s);
 

@@ -70,6 +70,8 @@ int ckpt_writer_put_at(ckpt_writer *w, size_t out, uint64_t at, const void *buf,
 
 shard_set *ckpt_writer_shards(ckpt_writer *w) { return &w->ss; }
 
+int ckpt_writer_holes(ckpt_writer *w, ff_err *e) { return shards_holes(&w->ss, e); }
+
 int ckpt_writer_close(ckpt_writer *w, const json_t *config, const char *aux_from, int aux_config, ff_err *e)
 {
     int rc = w->laid_out ? shards_close(&w->ss, w->stage.tmp_dir, e) : FF_OK;
