@@ -1,5 +1,7 @@
 #include "qsource.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -563,6 +565,54 @@ void qs_rows_decode(const qs_rows *r, uint64_t r0, uint64_t n, uint16_t *out)
         d->mxfp4(r->data, r->scales, r->cols, r0, n, out);
     else
         d->ctint(r->data, r->scales, r->sd, r->cols, r->group, r0, n, out);
+}
+
+/* The largest magnitude byte (sign dropped) of p[0, len): E4M3 orders its
+ * magnitudes as their bits, 0x7f being NaN. */
+__attribute__((optimize("O3"))) static uint8_t e4m3_max_code(const uint8_t *p, uint64_t len)
+{
+    uint8_t m = 0;
+    for (uint64_t i = 0; i < len; i++) {
+        uint8_t b = p[i] & 0x7f;
+        m = b > m ? b : m;
+    }
+    return m;
+}
+
+/* Block b's largest code over rows [a, z), all under one scale row. */
+static uint8_t block_max_code(const qs_rows *r, uint64_t a, uint64_t z, uint64_t b)
+{
+    uint64_t c0 = b * FP8B_BLOCK, len = r->cols - c0 < FP8B_BLOCK ? r->cols - c0 : FP8B_BLOCK;
+    uint8_t m = 0;
+    for (uint64_t i = a; i < z; i++) {
+        uint8_t x = e4m3_max_code(r->data + i * r->cols + c0, len);
+        m = x > m ? x : m;
+    }
+    return m;
+}
+
+int qs_rows_absmax(const qs_rows *r, uint64_t r0, uint64_t n, float *amax)
+{
+    if (r->kind != QS_FP8_BLOCK)
+        return -1;
+    uint64_t sc = (r->cols + FP8B_BLOCK - 1) / FP8B_BLOCK;
+    float best = 0.0f;
+    for (uint64_t a = r0; a < r0 + n;) {
+        uint64_t srow = a / FP8B_BLOCK, z = (srow + 1) * FP8B_BLOCK < r0 + n ? (srow + 1) * FP8B_BLOCK : r0 + n;
+        for (uint64_t b = 0; b < sc; b++) {
+            uint8_t m = block_max_code(r, a, z, b);
+            uint16_t v;
+            /* that code alone under the block's scale: the decoder's own bits */
+            fp8b_decode_rows(&m, &r->fp8_scales[srow * sc + b], 1, 1, 0, 1, &v);
+            float f = fabsf(ff_bf16_to_f32(v));
+            if (m == 0x7f || !(f <= FLT_MAX))
+                return 1;
+            best = f > best ? f : best;
+        }
+        a = z;
+    }
+    *amax = best;
+    return 0;
 }
 
 void qs_rows_close(const ckpt *c, const qs_weight *w, qs_rows *r)

@@ -98,6 +98,12 @@ int qs_rows_able(const qs_view *v, const qs_weight *w);
 int qs_rows_open(const ckpt *c, const qs_view *v, const qs_weight *w, qs_rows *r, ff_err *e);
 /* Rows [r0, r0 + n) into out (n * cols bf16). */
 void qs_rows_decode(const qs_rows *r, uint64_t r0, uint64_t n, uint16_t *out);
+/* The largest |value| of rows [r0, r0 + n) as the decoded bf16 would give
+ * it, without decoding (FP8-block: per 128-column block, the largest code
+ * under its scale, since decoding is monotone in the code's magnitude):
+ * 0 with *amax set, 1 when a value would be NaN or infinite (decode the
+ * rows to find which), -1 when the format has no such shortcut. */
+int qs_rows_absmax(const qs_rows *r, uint64_t r0, uint64_t n, float *amax);
 /* Frees what open took and drops the stored bytes from the mapping. */
 void qs_rows_close(const ckpt *c, const qs_weight *w, qs_rows *r);
 

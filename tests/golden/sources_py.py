@@ -60,10 +60,18 @@ def bad(good, out, kind):
     p = os.path.join(out, "model.safetensors")
     h, data = read(p)
     data = bytearray(data)
-    mod = sorted(k[:-len(".weight_packed")] for k in h if k.endswith(".weight_packed"))[0]
+    fp8 = kind.startswith("fp8_")
+    suffix = ".weight_scale_inv" if fp8 else ".weight_packed"
+    mod = sorted(k[:-len(suffix)] for k in h if k.endswith(suffix))[0]
     cfg = json.load(open(os.path.join(out, "config.json")))
     qc = cfg.get("quantization_config") or cfg["text_config"]["quantization_config"]
-    if kind == "nan_scale":      # bf16 NaN in an INT4 scale
+    if kind == "fp8_nan_byte":   # E4M3 0xff (NaN) at element 77 of an FP8 weight
+        s, _ = h[mod + ".weight"]["data_offsets"]
+        data[s + 77] = 0xFF
+    elif kind == "fp8_inf_scale":  # an infinite block scale: its block decodes to Inf and NaN
+        s, _ = h[mod + ".weight_scale_inv"]["data_offsets"]
+        struct.pack_into("<f", data, s, float("inf"))
+    elif kind == "nan_scale":      # bf16 NaN in an INT4 scale
         s, _ = h[mod + ".weight_scale"]["data_offsets"]
         data[s:s + 2] = struct.pack("<H", 0x7FC0)
     elif kind == "e8m0_255":

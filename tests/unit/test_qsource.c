@@ -9,6 +9,7 @@
 
 #include "ct_int.h"
 #include "dtype.h"
+#include "fp8_block.h"
 #include "mx_exact.h"
 #include "mxfp4.h"
 #include "qsource.h"
@@ -155,6 +156,60 @@ static void mxfp4_exact(void)
     CHECK(mx_exact_k(&none, &k) && k == 0);
 }
 
+/* The decoded rows' largest |value|, or 1 when one is NaN or infinite. */
+static int decoded_absmax(const uint8_t *w, const float *s, uint64_t N, uint64_t K, uint64_t r0, uint64_t n,
+                          float *amax)
+{
+    uint16_t *o = malloc(n * K * 2);
+    fp8b_decode_rows(w, s, N, K, r0, n, o);
+    float best = 0.0f;
+    int bad = 0;
+    for (uint64_t i = 0; i < n * K; i++) {
+        float f = fabsf(ff_bf16_to_f32(o[i]));
+        bad |= !(f <= 3.4028235e38f);
+        best = f > best ? f : best;
+    }
+    free(o);
+    *amax = best;
+    return bad;
+}
+
+static uint32_t lcg(uint32_t *x) { return *x = *x * 1664525u + 1013904223u; }
+
+/* qs_rows_absmax from the codes == the max over the decoded bf16, bit for
+ * bit, for scales from subnormal to ones that overflow, of either sign,
+ * NaN bytes and NaN or infinite scales (then both say "bad"). */
+static void fp8_absmax_from_codes(void)
+{
+    enum { N = 300, K = 300 };
+    static uint8_t w[N * K];
+    float s[3 * 3];
+    uint32_t x = 7;
+    static const float special[] = {1e-40f, -3e-39f, 1.0f, -0.5f, 7.5e35f, 3e38f, INFINITY, NAN, 0.0f};
+    for (int round = 0; round < 200; round++) {
+        for (size_t i = 0; i < sizeof w; i++)
+            w[i] = (uint8_t)(lcg(&x) >> 24);
+        if (round % 3 == 0)   /* no NaN bytes in most blocks */
+            for (size_t i = 0; i < sizeof w; i++)
+                w[i] = (w[i] & 0x7f) == 0x7f ? (uint8_t)(w[i] - 1) : w[i];
+        for (int i = 0; i < 9; i++)
+            s[i] = round % 2 ? special[(lcg(&x) >> 8) % 9] : ldexpf((float)((lcg(&x) >> 8) % 1000) / 999.0f, (int)((lcg(&x) >> 8) % 60) - 40);
+        qs_rows r = {.kind = QS_FP8_BLOCK, .data = w, .fp8_scales = s, .rows = N, .cols = K};
+        uint64_t r0 = (lcg(&x) >> 8) % N, n = 1 + (lcg(&x) >> 8) % (N - r0);
+        float a = -1.0f, b = -1.0f;
+        int got = qs_rows_absmax(&r, r0, n, &a), want = decoded_absmax(w, s, N, K, r0, n, &b);
+        CHECK_EQ_INT(got, want);
+        if (got == 0 && want == 0 && memcmp(&a, &b, sizeof a) != 0) {
+            fprintf(stderr, "  round %d rows %llu+%llu: %a from the codes, %a decoded\n", round,
+                    (unsigned long long)r0, (unsigned long long)n, a, b);
+            CHECK(0);
+        }
+    }
+    qs_rows ct = {.kind = QS_CT_INT};
+    float a;
+    CHECK_EQ_INT(qs_rows_absmax(&ct, 0, 1, &a), -1);
+}
+
 int main(void)
 {
     RUN(int4_nibble_order);
@@ -163,5 +218,6 @@ int main(void)
     RUN(mxfp4_values);
     RUN(configs);
     RUN(mxfp4_exact);
+    RUN(fp8_absmax_from_codes);
     return UNIT_END();
 }
