@@ -416,23 +416,16 @@ const qs_weight *qs_weight_of(const qs_view *v, const ckpt_tensor *t)
 
 #define DECODE_ROWS 64
 
-typedef struct ct_job {
-    const qs_format *f;
-    const uint8_t *packed, *scales;
-    ff_dtype sd;
-    uint64_t rows, cols;
+typedef struct rows_job {
+    const qs_rows *r;
     uint16_t *out;
-} ct_job;
+} rows_job;
 
-static void ct_task(void *ctx, size_t t)
+static void rows_task(void *ctx, size_t t)
 {
-    ct_job *j = ctx;
-    uint64_t r0 = (uint64_t)t * DECODE_ROWS, n = j->rows - r0 < DECODE_ROWS ? j->rows - r0 : DECODE_ROWS;
-    const qs_decoders *d = qs_decoders_best();   /* each gives the scalar decoder's bytes */
-    if (j->f->kind == QS_CT_MXFP4)
-        d->mxfp4(j->packed, j->scales, j->cols, r0, n, j->out + r0 * j->cols);
-    else
-        d->ctint(j->packed, j->scales, j->sd, j->cols, (uint64_t)j->f->group, r0, n, j->out + r0 * j->cols);
+    const rows_job *j = ctx;
+    uint64_t r0 = (uint64_t)t * DECODE_ROWS, n = j->r->rows - r0 < DECODE_ROWS ? j->r->rows - r0 : DECODE_ROWS;
+    qs_rows_decode(j->r, r0, n, j->out + r0 * j->r->cols);
 }
 
 /* Scales the reference would turn into NaN or Inf weights: refused. */
@@ -500,25 +493,22 @@ int qs_decode(const ckpt *c, const qs_view *v, const qs_weight *w, ff_pool *pool
         return decode_fp8(c, v, w, pool, out, e);
     if (w->row_step)
         return decode_slice(c, v, w, out, e);
-    uint64_t rows, cols;
-    int rc = ct_geometry(c, &v->fmt, w, &rows, &cols, e);
-    if (!rc)
-        rc = check_scales(c, &v->fmt, w, e);
+    qs_rows r;   /* compressed-tensors INT or MXFP4: no allocation to free on failure */
+    int rc = qs_rows_open(c, v, w, &r, e);
     if (rc)
         return rc;
-    *out = qs_bufs_take(v->bufs, rows * cols * 2);
+    *out = qs_bufs_take(v->bufs, r.rows * r.cols * 2);
     if (!*out)
         return ff_fail(e, FF_EIO, "out of memory decoding %s", w->data->st->name);
-    ct_job j = {.f = &v->fmt, .packed = ckpt_data(c, w->data), .scales = ckpt_data(c, w->scale),
-                .sd = w->scale->st->dtype, .rows = rows, .cols = cols, .out = *out};
-    size_t tasks = (size_t)((rows + DECODE_ROWS - 1) / DECODE_ROWS);
-    if (pool && rows * cols >= (1u << 18))
-        pool_run(pool, tasks, ct_task, &j);
+    rows_job j = {.r = &r, .out = *out};
+    size_t tasks = (size_t)((r.rows + DECODE_ROWS - 1) / DECODE_ROWS);
+    if (pool && r.rows * r.cols >= (1u << 18))
+        pool_run(pool, tasks, rows_task, &j);
     else
         for (size_t i = 0; i < tasks; i++)
-            ct_task(&j, i);
+            rows_task(&j, i);
     /* consumed: a unit holds its decoded copy, not both (the page cache keeps them) */
-    st_drop_tensor(&c->files[w->data->file], w->data->st);
+    qs_rows_close(c, w, &r);
     return FF_OK;
 }
 
@@ -567,7 +557,8 @@ void qs_rows_decode(const qs_rows *r, uint64_t r0, uint64_t n, uint16_t *out)
         d->ctint(r->data, r->scales, r->sd, r->cols, r->group, r0, n, out);
 }
 
-/* GCC 12 leaves this byte loop scalar at -O2 (objdump: no pmaxub); clang has no such attribute (the fuzz build). */
+/* GCC 12 leaves this byte loop scalar at -O2 (objdump: no pmaxub); clang,
+ * which builds the fuzz harnesses, has no such attribute. */
 #if defined(__GNUC__) && !defined(__clang__)
 #define VECTORIZE_LOOP __attribute__((optimize("O3")))
 #else

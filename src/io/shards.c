@@ -108,7 +108,6 @@ int shards_reserve(shard_set *s, ff_err *e)
         return ff_fail(e, FF_EIO, "%s: cannot reserve its %llu bytes: %s", s->paths[k],
                        (unsigned long long)s->shard_bytes[k], strerror(errno));
     }
-    s->reserved = 1;
     return FF_OK;
 }
 

@@ -21,7 +21,6 @@ typedef struct shard_set {
     uint64_t total_size;    /* tensor bytes, for the index's metadata */
     uint64_t *shard_bytes;  /* each file's size: header and data */
     atomic_uint_fast64_t *landed;   /* bytes written to each file so far */
-    int reserved;           /* shards_reserve: the blocks are allocated */
 } shard_set;
 
 int shards_open(shard_set *s, const st_out *outs, size_t n, uint64_t shard_size, const char *dir,
@@ -30,8 +29,8 @@ int shards_open(shard_set *s, const st_out *outs, size_t n, uint64_t shard_size,
  * that writes every byte: a full disk is refused at once instead of after
  * minutes of work, and ext4 takes buffered writes into allocated extents with
  * less work per block than delayed allocation. The file is its full size
- * from here on, so shards_close then checks that every byte was written (a
- * lost piece would otherwise read as zeros). */
+ * from here on; shards_close checks, as for every shard set, that every byte
+ * was written (a lost piece would otherwise read as zeros). */
 int shards_reserve(shard_set *s, ff_err *e);
 int shards_write(shard_set *s, size_t out, const void *buf, uint64_t n, ff_err *e);
 /* Bytes [at, at + n) of tensor out. Safe from several threads at once for

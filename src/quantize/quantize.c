@@ -217,7 +217,7 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
     free(io.wc.buf);
     free(io.slots);
     for (int w = 0; w < io.nslots; w++)
-        free(io.scratch[w]);
+        free(io.scratch[w].p);
     free(io.scratch);
     outq_free(io.q);
     pthread_mutex_destroy(&io.write_mu);

@@ -75,7 +75,7 @@ typedef struct unit_job {
      * threads, 4.08 GB, the decode and the amax pass were a third of the
      * samples. */
     qs_rows *lazy;
-    uint16_t *const *scratch; /* per pool thread: ROWS_PER_TASK rows of the widest lazy member */
+    const out_arena *scratch; /* per pool thread: ROWS_PER_TASK rows of the widest lazy member */
     void **owned;             /* per member: a transposed copy behind rows, or NULL */
     /* MSE observers only (obs != NULL): per member, per group */
     const nvfp4_obs *obs;
@@ -116,8 +116,7 @@ typedef struct io_state {
     worker_slot *slots;       /* one per pool thread */
     int nslots;
     outq *q;                  /* streamed units' rows, queued kept tensors */
-    uint16_t **scratch;       /* per pool thread, grow-only: decoded rows (unit_job.lazy) */
-    uint64_t scratch_cap;     /* bytes each */
+    out_arena *scratch;       /* per pool thread: decoded rows (unit_job.lazy) */
     /* Kept chunks: one pool thread writes at a time: ext4 holds the file's
      * lock for the whole buffered write, and a second writer spins on it in
      * the kernel (28% of a run's CPU when they did); waiting here sleeps. */

@@ -22,18 +22,16 @@ static int by_rows(const unit_job *j, size_t k)
     return j->lazy && j->lazy[k].kind != QS_NONE;
 }
 
-/* Task t's rows as bf16: decoded into the thread's scratch for a member
- * decoded by rows (the scratch's row 0 is the task's first row), else the
- * member's rows from row 0. *first: the index of the returned pointer's row 0. */
-static const uint8_t *task_source(const unit_job *j, size_t t, int worker, uint64_t *first)
+/* Task t's first row: decoded into the thread's scratch for a member
+ * decoded by rows, else where it lies. */
+static const uint8_t *task_source(const unit_job *j, size_t t, int worker)
 {
     size_t k = j->task_member[t];
-    *first = 0;
+    const plan_member *m = &j->p->members[j->u->first + k];
     if (!by_rows(j, k))
-        return j->rows[k];
-    *first = j->task_row[t];
-    qs_rows_decode(&j->lazy[k], j->task_row[t], qz_task_rows(j, t), j->scratch[worker]);
-    return (const uint8_t *)j->scratch[worker];
+        return j->rows[k] + j->task_row[t] * m->cols * ff_dtype_size(m->src->st->dtype);
+    qs_rows_decode(&j->lazy[k], j->task_row[t], qz_task_rows(j, t), (uint16_t *)j->scratch[worker].p);
+    return j->scratch[worker].p;
 }
 
 /* Points each member at its [rows, cols] weight (transposing stored-
@@ -90,16 +88,14 @@ static void absmax_task(void *ctx, size_t t, int worker)
 {
     unit_job *j = ctx;
     const plan_member *m = &j->p->members[j->u->first + j->task_member[t]];
-    uint64_t row = j->task_row[t], n = qz_task_rows(j, t) * m->cols, first;
-    size_t esz = ff_dtype_size(m->src->st->dtype);
+    uint64_t row = j->task_row[t], n = qz_task_rows(j, t) * m->cols;
     j->task_bad[t] = UINT64_MAX;
     /* an FP8 source's max from its codes: one byte read an element, nothing decoded */
     if (by_rows(j, j->task_member[t]) && qs_rows_absmax(&j->lazy[j->task_member[t]], row, qz_task_rows(j, t),
                                                          &j->task_amax[t]) == 0)
         return;
-    const uint8_t *p = task_source(j, t, worker, &first) + (row - first) * m->cols * esz;
+    const uint8_t *p = task_source(j, t, worker);
     uint64_t bad;
-    j->task_bad[t] = UINT64_MAX;
     /* the element index is the source tensor's (for a stored-transposed
      * expert, the member's own) */
     if (nvfp4_absmax_fast(p, m->src->st->dtype, n, &j->task_amax[t], &bad))
@@ -140,10 +136,9 @@ static void quant_task(void *ctx, size_t t, int worker)
     size_t k = j->task_member[t];
     const plan_member *m = &j->p->members[j->u->first + k];
     uint8_t *pk, *sc;
-    uint64_t first;
-    const uint8_t *rows = task_source(j, t, worker, &first);
+    const uint8_t *rows = task_source(j, t, worker);
     qz_task_outputs(j, t, worker, &pk, &sc);
-    j->kernel(rows, m->src->st->dtype, m->cols, j->task_row[t] - first, qz_task_rows(j, t), j->gs, pk, sc);
+    j->kernel(rows, m->src->st->dtype, m->cols, 0, qz_task_rows(j, t), j->gs, pk, sc);
     qz_release_task_rows(j, t);
     qz_stream_task_rows(j, t, worker, pk);
 }
@@ -364,18 +359,9 @@ static int scratch_reserve(unit_job *j, io_state *io, ff_err *e)
             need = b > need ? b : need;
         }
     j->scratch = io->scratch;
-    if (need <= io->scratch_cap)
-        return FF_OK;
-    for (int w = 0; w < io->nslots; w++) {
-        free(io->scratch[w]);
-        io->scratch[w] = malloc(need);
-    }
-    io->scratch_cap = need;
     for (int w = 0; w < io->nslots; w++)
-        if (!io->scratch[w]) {
-            io->scratch_cap = 0;
+        if (arena_reserve(&io->scratch[w], need))
             return ff_fail(e, FF_EIO, "out of memory quantizing %s", j->p->members[j->u->first].module);
-        }
     return FF_OK;
 }
 
