@@ -111,7 +111,7 @@ $(B)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(B)/libfp4forge-fuzz.a
 
 fuzz-build: $(FUZZBIN)
 
-# Each harness for FP4FORGE_FUZZ_SECONDS (15) from its seeds; CI runs this as
+# Each harness for FP4FORGE_FUZZ_SECONDS (12) from its seeds; CI runs this as
 # the fuzz tier of make test.
 fuzz: $(FUZZBIN)
 	@B=$(B) bash tests/run_all.sh fuzz

@@ -23,6 +23,9 @@ typedef enum {
      * layout, Llama-4's): each expert's Linear is a column block, transposed */
     ROLE_EXPERTS_FUSED2_T,
     ROLE_EXPERTS_ONE_T,
+    /* [E, in, 2I] with gate and up interleaved by column (gpt-oss's
+     * GptOssExperts: gate_up[..., ::2], gate_up[..., 1::2]) */
+    ROLE_EXPERTS_FUSED2I_T,
 } ff_role;
 
 /* Why a kept tensor must never be quantized (plan refuses to, exit 3). */

@@ -17,9 +17,10 @@ typedef struct plan_member {
     const ckpt_tensor *src;
     uint64_t row0, rows, cols;
     /* a transposed expert: rows [row0, row0 + cols) of src seen as
-     * [numel/stride, stride] hold this Linear's columns [col0, col0 + rows) */
+     * [numel/stride, stride] hold this Linear's columns col0, col0 + col_step,
+     * ... (rows of them; col_step 2: gate and up interleaved) */
     int transposed;
-    uint64_t col0, stride;
+    uint64_t col0, stride, col_step;
     char *module;           /* output module name: <module>.weight_packed ... */
     const char *family;
     /* the scheme: NVFP4A16 (out: weight_packed, then weight_scale and

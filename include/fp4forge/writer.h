@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "ff_err.h"
 #include "safetensors.h"
@@ -36,9 +37,28 @@ int ckpt_writer_layout(ckpt_writer *w, const st_out *outs, size_t n, uint64_t sh
 int ckpt_writer_put(ckpt_writer *w, size_t out, const void *buf, uint64_t n, ff_err *e);
 /* Writes bytes [at, at + n) of tensor `out` at their place in its shard:
  * a tensor in pieces, in any order, each once (a writer that streams keeps
- * one piece in memory, not the tensor). From one thread: it counts the
- * bytes written. */
+ * one piece in memory, not the tensor). This and the two calls below are
+ * safe from several threads at once for disjoint ranges. */
 int ckpt_writer_put_at(ckpt_writer *w, size_t out, uint64_t at, const void *buf, uint64_t n, ff_err *e);
+/* Where a piece of a tensor lies in the output. A writer that gathers
+ * pieces (quantize's output queue, its small scales) compares places and
+ * writes a run of adjacent ones, of several tensors, with one call. */
+typedef struct ckpt_place {
+    size_t shard;
+    uint64_t off;   /* in the shard's file */
+} ckpt_place;
+/* The place of bytes [at, at + n) of tensor `out`; FF_EIO naming the
+ * tensor when the range runs past it (the caller's bug). */
+int ckpt_writer_locate(const ckpt_writer *w, size_t out, uint64_t at, uint64_t n, ckpt_place *p, ff_err *e);
+/* The n buffers back to back from place p on (pieces located, adjacent in
+ * one shard). Entries of iov may be advanced past what a short write took. */
+int ckpt_writer_writev(ckpt_writer *w, ckpt_place p, struct iovec *iov, int n, ff_err *e);
+/* Allocates every shard's blocks now, for a caller that writes every byte:
+ * a full disk is refused before minutes of work, and ext4 takes buffered
+ * writes into allocated extents with less work per block. */
+int ckpt_writer_reserve(ckpt_writer *w, ff_err *e);
+/* Tensor out's name as laid out (for a caller's messages). */
+const char *ckpt_writer_tensor_name(const ckpt_writer *w, size_t out);
 /* Every tensor not written yet is left a hole that reads as zeros, without
  * writing it (synth --sparse: real-size headers and files, no disk used). */
 int ckpt_writer_holes(ckpt_writer *w, ff_err *e);

@@ -448,7 +448,7 @@ size_t insp_tie_key(const insp *s, const char *mod, char *key, size_t n)
         key[0] = 0;
     if (r && r->fuse)
         len = snprintf(key, n, "%.*s|%s", plen, mod, r->fuse);
-    else if (r && (r->role == ROLE_EXPERTS_FUSED2 || r->role == ROLE_EXPERTS_FUSED2_T) && r->expert_out[1])
+    else if (r && (r->role == ROLE_EXPERTS_FUSED2 || r->role == ROLE_EXPERTS_FUSED2_T || r->role == ROLE_EXPERTS_FUSED2I_T) && r->expert_out[1])
         len = snprintf(key, n, "%.*s|%s", plen, mod, r->group);
     return len > 0 ? (size_t)len : 0;
 }

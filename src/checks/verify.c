@@ -1183,7 +1183,7 @@ static int open_all(vctx *v, const char *out_dir, ff_err *e)
         rc = ckpt_open(&v->s, v->o->against, 1, e);
         qs_format qf;
         char why[400], name[96];
-        if (rc == FF_OK && qs_config(v->s.config, &qf, why, sizeof why) == 1) {
+        if (rc == FF_OK && (qs_config(v->s.config, &qf, why, sizeof why) == 1 || qs_layout(&v->s, &qf))) {
             /* its plan reads a decoded view the checks below do not decode */
             ckpt_close(&v->s);
             rc = ff_fail(e, FF_EUSAGE, "%s: --against a %s source is not supported; verify against its decoded bf16 "

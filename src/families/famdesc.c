@@ -256,6 +256,7 @@ static const struct {
 } layouts[] = {
     {"fused2", ROLE_EXPERTS_FUSED2, 2}, {"one", ROLE_EXPERTS_ONE, 1},
     {"fused2-t", ROLE_EXPERTS_FUSED2_T, 2}, {"one-t", ROLE_EXPERTS_ONE_T, 1},
+    {"fused2i-t", ROLE_EXPERTS_FUSED2I_T, 2},
 };
 
 /* out=A[,B]: the per-expert output names of a fused 3-D tensor, want of them. */
@@ -283,12 +284,12 @@ static int d_experts(famparse *ps, char **tok, int ntok, ff_err *e)
     if (rc)
         return rc;
     if (!o.layout || !o.out)
-        return perr(ps, e, "experts needs layout=fused2|one|fused2-t|one-t and out=NAME[,NAME]");
+        return perr(ps, e, "experts needs layout=fused2|one|fused2-t|one-t|fused2i-t and out=NAME[,NAME]");
     size_t k = 0;
     while (k < sizeof layouts / sizeof *layouts && strcmp(layouts[k].name, o.layout) != 0)
         k++;
     if (k == sizeof layouts / sizeof *layouts)
-        return perr(ps, e, "layout=%s is not one of fused2, one, fused2-t, one-t", o.layout);
+        return perr(ps, e, "layout=%s is not one of fused2, one, fused2-t, one-t, fused2i-t", o.layout);
     char what[40];
     snprintf(what, sizeof what, "layout=%s", o.layout);
     if ((rc = expert_outs(ps, o.out, layouts[k].outs, what, &r, e)))

@@ -331,6 +331,12 @@ int ff_family_infer(const ckpt *c, ff_infer *r, ff_err *e)
             not_derived(&k, "no rule places %s", s.tmpl[i].name);
         else if (s.tmpl[i].ambiguous)
             not_derived(&k, "the shape of %s cannot tell its layout (expert width == hidden size)", s.tmpl[i].name);
+        else if (s.tmpl[i].kind == K_FUSED2 || s.tmpl[i].kind == K_FUSED2_T)
+            /* both exist: transformers' MoE experts chunk gate|up in halves, gpt-oss's
+             * interleave them by column; the wrong split serves wrong weights silently */
+            not_derived(&k, "%s fuses gate and up, and no shape tells halves (layout=fused2%s) from gpt-oss's "
+                        "interleaving (layout=fused2i-t): check the model's code", s.tmpl[i].name,
+                        s.tmpl[i].kind == K_FUSED2_T ? "-t" : "");
     }
     if (!rc)
         rc = derive(&k, &s, e);

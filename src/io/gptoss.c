@@ -4,11 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonio.h"
 #include "mxfp4.h"
 
-enum { PART_GATE_UP_BLOCKS, PART_DOWN_BLOCKS, PART_GATE_UP_BIAS, PART_DOWN_BIAS, PART_SCALES, NPARTS };
+enum {
+    PART_GATE_UP_BLOCKS, PART_DOWN_BLOCKS, PART_GATE_UP_BIAS, PART_DOWN_BIAS, PART_GATE_UP_BF16, PART_DOWN_BF16,
+    PART_SCALES, NPARTS
+};
 static const char *const parts[NPARTS] = {"experts.gate_up_proj_blocks", "experts.down_proj_blocks",
-                                          "experts.gate_up_proj_bias", "experts.down_proj_bias", "_scales"};
+                                          "experts.gate_up_proj_bias", "experts.down_proj_bias",
+                                          "experts.gate_up_proj", "experts.down_proj", "_scales"};
 
 /* Which part t is, with the length of "<P>." before it; -1 for none. */
 static int part_of(const char *name, size_t *stem)
@@ -28,6 +33,24 @@ static int part_of(const char *name, size_t *stem)
 
 static int64_t experts_of(const ckpt_tensor *t) { return t->st->ndim >= 2 ? t->st->shape[0] : 0; }
 
+static int is_gate_up(int part)
+{
+    return part == PART_GATE_UP_BLOCKS || part == PART_GATE_UP_BIAS || part == PART_GATE_UP_BF16;
+}
+
+int gptoss_bf16_layout(const ckpt *c)
+{
+    if (strcmp(jsonio_str(c->config, "model_type", ""), "gpt_oss") != 0)
+        return 0;
+    size_t stem;
+    for (size_t i = 0; i < c->ntensors; i++) {
+        int p = part_of(c->tensors[i].st->name, &stem);
+        if ((p == PART_GATE_UP_BF16 || p == PART_DOWN_BF16) && c->tensors[i].st->ndim == 3)
+            return 1;
+    }
+    return 0;
+}
+
 int64_t gptoss_entries(const ckpt *c, const ckpt_tensor *t)
 {
     size_t stem;
@@ -37,7 +60,7 @@ int64_t gptoss_entries(const ckpt *c, const ckpt_tensor *t)
         return -1;
     if (p == PART_SCALES)
         return 0;
-    return experts_of(t) * (p == PART_GATE_UP_BLOCKS || p == PART_GATE_UP_BIAS ? 2 : 1);
+    return experts_of(t) * (is_gate_up(p) ? 2 : 1);
 }
 
 static int bad(ff_err *e, const ckpt *c, const ckpt_tensor *t, const char *what)
@@ -92,50 +115,89 @@ static int entry(qs_view *v, const ckpt_tensor *t, size_t k, size_t stem, int64_
     return FF_OK;
 }
 
+/* Expert x's entries for x in [0, E), from w with its row0 advanced by
+ * per_expert each: one down_proj (rows), or gate_proj and up_proj
+ * (rows / 2 each), up one stored row or column after gate. */
+static int split_experts(qs_view *v, const ckpt_tensor *t, size_t k, size_t stem, int gate_up, const char *kind,
+                         qs_weight w, uint64_t per_expert, int64_t rows, int64_t cols, ff_err *e)
+{
+    uint64_t first = w.row0;
+    int rc = FF_OK;
+    for (int64_t x = 0; x < t->st->shape[0] && !rc; x++) {
+        w.row0 = first + (uint64_t)x * per_expert;
+        if (!gate_up) {
+            rc = entry(v, t, k++, stem, x, "down_proj", kind, w, rows, cols, e);
+            continue;
+        }
+        rc = entry(v, t, k++, stem, x, "gate_proj", kind, w, rows / 2, cols, e);
+        w.row0++;
+        if (!rc)
+            rc = entry(v, t, k++, stem, x, "up_proj", kind, w, rows / 2, cols, e);
+    }
+    return rc;
+}
+
 static int fill_blocks(qs_view *v, const ckpt *c, const ckpt_tensor *t, size_t k, size_t stem, int gate_up,
                        ff_err *e)
 {
     const ckpt_tensor *scales = NULL;
     int rc = check_blocks(c, t, stem, gate_up, &scales, e);
-    int64_t E = t->st->shape[0], R = t->st->shape[1], K = t->st->shape[2] * 32;
-    for (int64_t x = 0; x < E && !rc; x++) {
-        qs_weight w = {.data = t, .scale = scales, .row0 = (uint64_t)(x * R), .row_step = gate_up ? 2 : 1};
-        if (!gate_up) {
-            rc = entry(v, t, k++, stem, x, "down_proj", "weight", w, R, K, e);
-            continue;
-        }
-        rc = entry(v, t, k++, stem, x, "gate_proj", "weight", w, R / 2, K, e);
-        w.row0++;
-        if (!rc)
-            rc = entry(v, t, k++, stem, x, "up_proj", "weight", w, R / 2, K, e);
-    }
-    return rc;
+    if (rc)
+        return rc;
+    int64_t R = t->st->shape[1], K = t->st->shape[2] * 32;
+    qs_weight w = {.data = t, .scale = scales, .row_step = gate_up ? 2 : 1};
+    return split_experts(v, t, k, stem, gate_up, "weight", w, (uint64_t)R, R, K, e);
 }
 
 static int fill_bias(qs_view *v, const ckpt *c, const ckpt_tensor *t, size_t k, size_t stem, int gate_up, ff_err *e)
 {
     if (t->st->dtype != FF_DT_BF16 || t->st->ndim != 2 || (gate_up && t->st->shape[1] % 2))
         return bad(e, c, t, gate_up ? "is not BF16 [experts, 2 x intermediate]" : "is not BF16 [experts, hidden]");
-    int64_t E = t->st->shape[0], R = t->st->shape[1];
-    int rc = FF_OK;
-    for (int64_t x = 0; x < E && !rc; x++) {
-        qs_weight w = {.data = t, .row0 = (uint64_t)(x * R), .row_step = gate_up ? 2 : 1, .gather = 1};
-        if (!gate_up) {
-            rc = entry(v, t, k++, stem, x, "down_proj", "bias", w, R, 0, e);
-            continue;
-        }
-        rc = entry(v, t, k++, stem, x, "gate_proj", "bias", w, R / 2, 0, e);
-        w.row0++;
-        if (!rc)
-            rc = entry(v, t, k++, stem, x, "up_proj", "bias", w, R / 2, 0, e);
-    }
-    return rc;
+    int64_t R = t->st->shape[1];
+    qs_weight w = {.data = t, .row_step = gate_up ? 2 : 1, .gather = 1};
+    return split_experts(v, t, k, stem, gate_up, "bias", w, (uint64_t)R, R, 0, e);
+}
+
+/* The shape config.json implies: a down_proj stored [E, H, I] (as a Linear
+ * would be) reads as a Linear of the wrong orientation without it. Real
+ * gpt-oss has H == I, where only the config's own sizes can be checked. */
+static int shape_agrees(const ckpt *c, const ckpt_tensor *t, int gate_up, ff_err *e)
+{
+    int64_t E = jsonio_int(c->config, "num_local_experts", 0), H = jsonio_int(c->config, "hidden_size", 0);
+    int64_t I = jsonio_int(c->config, "intermediate_size", 0);
+    int64_t want[3] = {E, gate_up ? H : I, gate_up ? 2 * I : H};
+    const int64_t *s = t->st->shape;
+    if (!E || !H || !I || (s[0] == want[0] && s[1] == want[1] && s[2] == want[2]))
+        return FF_OK;
+    char msg[200], w[80];
+    snprintf(msg, sizeof msg, "disagrees with config.json (num_local_experts %lld, hidden_size %lld, intermediate_size "
+             "%lld): expected %s", (long long)E, (long long)H, (long long)I, st_shape_str(want, 3, w, sizeof w));
+    return bad(e, c, t, msg);
+}
+
+/* [E, H, 2I] or [E, I, H] BF16, x @ W: each expert's Linear is a
+ * transposed slice, gate and up interleaved by column. */
+static int fill_bf16(qs_view *v, const ckpt *c, const ckpt_tensor *t, size_t k, size_t stem, int gate_up, ff_err *e)
+{
+    const st_tensor *s = t->st;
+    if (s->dtype != FF_DT_BF16 || s->ndim != 3 || s->shape[0] < 1 || s->shape[1] < 1 || s->shape[2] < 1 ||
+        (gate_up && s->shape[2] % 2))
+        return bad(e, c, t, gate_up ? "is not BF16 [experts, hidden, 2 x intermediate]"
+                                    : "is not BF16 [experts, intermediate, hidden]");
+    int rc = shape_agrees(c, t, gate_up, e);
+    if (rc)
+        return rc;
+    int64_t in = s->shape[1], out = s->shape[2];
+    qs_weight w = {.data = t, .row_step = gate_up ? 2 : 1, .stride = (uint64_t)out, .transposed = 1};
+    return split_experts(v, t, k, stem, gate_up, "weight", w, (uint64_t)(in * out), out, in, e);
 }
 
 int gptoss_fill(qs_view *v, const ckpt *c, const ckpt_tensor *t, size_t k, ff_err *e)
 {
     size_t stem;
     switch (part_of(t->st->name, &stem)) {
+    case PART_GATE_UP_BF16: return fill_bf16(v, c, t, k, stem, 1, e);
+    case PART_DOWN_BF16: return fill_bf16(v, c, t, k, stem, 0, e);
     case PART_GATE_UP_BLOCKS: return fill_blocks(v, c, t, k, stem, 1, e);
     case PART_DOWN_BLOCKS: return fill_blocks(v, c, t, k, stem, 0, e);
     case PART_GATE_UP_BIAS: return fill_bias(v, c, t, k, stem, 1, e);
@@ -144,10 +206,40 @@ int gptoss_fill(qs_view *v, const ckpt *c, const ckpt_tensor *t, size_t k, ff_er
     }
 }
 
+/* Tiles keep both the stored rows read and the decoded rows written in
+ * cache: an expert of gpt-oss-120b is 2880 x 5760, 33 MB. */
+#define TILE 32
+
+/* The stored bytes need not be 2-aligned (a header's length is any number). */
+static void transpose_slice(const uint8_t *src, const qs_weight *w, uint64_t from, uint64_t rows, uint64_t cols,
+                            uint16_t *out)
+{
+    const uint64_t pitch = 2 * w->stride, step = 2 * w->row_step;   /* locals: out might alias w */
+    for (uint64_t r0 = from; r0 < rows; r0 += TILE)
+        for (uint64_t c0 = 0; c0 < cols; c0 += TILE) {
+            uint64_t rz = r0 + TILE < rows ? r0 + TILE : rows, cz = c0 + TILE < cols ? c0 + TILE : cols;
+            for (uint64_t c = c0; c < cz; c++) {
+                const uint8_t *row = src + 2 * w->row0 + c * pitch;
+                for (uint64_t r = r0; r < rz; r++)
+                    memcpy(&out[r * cols + c], row + r * step, 2);
+            }
+        }
+}
+
+void gptoss_transpose_rows(const ckpt *c, const qs_weight *w, const ckpt_tensor *t, uint64_t r0, uint64_t n,
+                           uint16_t *out)
+{
+    transpose_slice(ckpt_data(c, w->data), w, r0, r0 + n, (uint64_t)t->st->shape[1], out);
+}
+
 int gptoss_decode(const ckpt *c, const qs_weight *w, const ckpt_tensor *t, uint16_t *out, ff_err *e)
 {
     uint64_t rows = (uint64_t)t->st->shape[0], cols = t->st->ndim == 2 ? (uint64_t)t->st->shape[1] : 1;
     const uint8_t *data = ckpt_data(c, w->data);
+    if (w->transposed) {
+        transpose_slice(data, w, 0, rows, cols, out);
+        return FF_OK;
+    }
     if (w->gather) {
         for (uint64_t r = 0; r < rows; r++)
             memcpy(out + r, data + (w->row0 + r * w->row_step) * 2, 2);

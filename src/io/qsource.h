@@ -19,7 +19,10 @@
 
 #include "checkpoint.h"
 
-typedef enum { QS_NONE = 0, QS_FP8_BLOCK, QS_CT_INT, QS_CT_MXFP4, QS_GPTOSS_MXFP4 } qs_kind;
+/* QS_GPTOSS_BF16 is not quantized: transformers' bf16 gpt-oss (what its
+ * MXFP4 dequantizer saves) keeps the experts fused and transposed, which the
+ * view splits into llm-compressor's per-expert Linears (src/io/gptoss.h). */
+typedef enum { QS_NONE = 0, QS_FP8_BLOCK, QS_CT_INT, QS_CT_MXFP4, QS_GPTOSS_MXFP4, QS_GPTOSS_BF16 } qs_kind;
 
 typedef struct qs_format {
     qs_kind kind;
@@ -34,19 +37,27 @@ const json_t *qs_config_object(const json_t *config);
  * (*f filled), -1 anything else, with why in why[n] (a whole clause naming
  * the key: "config_groups.group_0.weights.symmetric is false: ..."). */
 int qs_config(const json_t *config, qs_format *f, char *why, size_t n);
+/* A source with no quantization_config whose stored layout the plan still
+ * reads through a view: 1 with *f filled (gpt-oss's bf16 fused experts), 0
+ * for none. */
+int qs_layout(const ckpt *c, qs_format *f);
 /* "FP8-block", "compressed-tensors INT4 pack-quantized, group 32", ... */
 const char *qs_format_name(const qs_format *f, char *buf, size_t n);
 
 /* One stored weight and the tensors that decode it. A view tensor may also
  * be a slice of a fused stored one (gpt-oss: expert e's gate rows are every
  * other row of its gate_up blocks; its gate bias every other element of
- * gate_up_proj_bias): decoded row r is stored row row0 + r * row_step. */
+ * gate_up_proj_bias): decoded row r is stored row row0 + r * row_step.
+ * Transposed (gpt-oss bf16: [E, in, out]), decoded element (r, c) is stored
+ * element row0 + c * stride + r * row_step. */
 typedef struct qs_weight {
     const ckpt_tensor *data;    /* F8_E4M3 weight, weight_packed or *_blocks; a bias for gather */
     const ckpt_tensor *scale;   /* weight_scale_inv, weight_scale or *_scales; NULL for gather */
     const ckpt_tensor *shape;   /* weight_shape (pack-quantized), else NULL */
     uint64_t row0, row_step;    /* slices: which stored rows (row_step 0: the whole tensor) */
+    uint64_t stride;            /* transposed: elements per stored row */
     int gather;                 /* a bf16 slice copied, not codes decoded (gpt-oss's biases) */
+    int transposed;             /* a bf16 slice copied across stored rows (gpt-oss bf16 experts) */
 } qs_weight;
 
 typedef struct qs_view {

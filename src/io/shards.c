@@ -80,7 +80,6 @@ int shards_open(shard_set *s, const st_out *outs, size_t n, uint64_t shard_size,
             s->shard_bytes[k] += tmp[i - first].nbytes;
         }
         if (!rc) {
-            s->bytes_written += data_off;
             atomic_init(&s->landed[k], data_off);
         }
         first = last;
@@ -111,15 +110,12 @@ int shards_reserve(shard_set *s, ff_err *e)
     return FF_OK;
 }
 
-int shards_write(shard_set *s, size_t out, const void *buf, uint64_t n, ff_err *e)
+int shards_write(const shard_set *s, size_t out, const void *buf, uint64_t n, ff_err *e)
 {
     if (n != s->outs[out].nbytes)
         return ff_fail(e, FF_EIO, "internal: tensor %s got %llu bytes, header says %llu", s->outs[out].name,
                        (unsigned long long)n, (unsigned long long)s->outs[out].nbytes);
-    int rc = shards_pwrite(s, s->out_shard[out], s->out_abs[out], buf, n, e);
-    if (!rc)
-        s->bytes_written += n;
-    return rc;
+    return shards_pwrite(s, s->out_shard[out], s->out_abs[out], buf, n, e);
 }
 
 int shards_place(const shard_set *s, size_t out, uint64_t at, uint64_t n, size_t *shard, uint64_t *off, ff_err *e)
@@ -190,7 +186,7 @@ int shards_holes(shard_set *s, ff_err *e)
     for (size_t k = 0; k < s->nshards; k++) {
         if (ftruncate(s->fds[k], (off_t)s->shard_bytes[k]) != 0)
             return ff_fail(e, FF_EIO, "%s: cannot size: %s", s->paths[k], strerror(errno));
-        atomic_store(&s->landed[k], s->shard_bytes[k]);
+        s->hole_bytes += s->shard_bytes[k] - atomic_exchange(&s->landed[k], s->shard_bytes[k]);
     }
     return FF_OK;
 }
@@ -206,6 +202,14 @@ int shards_close(shard_set *s, const char *dir, ff_err *e)
     if (rc == FF_OK && s->nshards > 1)
         rc = write_index(s, dir, e);
     return rc;
+}
+
+uint64_t shards_bytes_written(const shard_set *s)
+{
+    uint64_t n = 0;
+    for (size_t k = 0; s->landed && k < s->nshards; k++)
+        n += atomic_load(&s->landed[k]);
+    return n - s->hole_bytes;
 }
 
 void shards_free(shard_set *s)

@@ -17,7 +17,7 @@ typedef struct shard_set {
     size_t nouts;
     size_t *out_shard;
     uint64_t *out_abs;      /* absolute file offset of each tensor's data */
-    uint64_t bytes_written;
+    uint64_t hole_bytes;    /* landed by shards_holes, not written */
     uint64_t total_size;    /* tensor bytes, for the index's metadata */
     uint64_t *shard_bytes;  /* each file's size: header and data */
     atomic_uint_fast64_t *landed;   /* bytes written to each file so far */
@@ -32,9 +32,9 @@ int shards_open(shard_set *s, const st_out *outs, size_t n, uint64_t shard_size,
  * from here on; shards_close checks, as for every shard set, that every byte
  * was written (a lost piece would otherwise read as zeros). */
 int shards_reserve(shard_set *s, ff_err *e);
-int shards_write(shard_set *s, size_t out, const void *buf, uint64_t n, ff_err *e);
-/* Bytes [at, at + n) of tensor out. Safe from several threads at once for
- * disjoint ranges: it leaves bytes_written to the caller. */
+int shards_write(const shard_set *s, size_t out, const void *buf, uint64_t n, ff_err *e);
+/* Bytes [at, at + n) of tensor out. Every write below is safe from several
+ * threads at once for disjoint ranges. */
 int shards_write_part(const shard_set *s, size_t out, uint64_t at, const void *buf, uint64_t n, ff_err *e);
 /* Where bytes [at, at + n) of tensor out lie: their shard and file offset;
  * FF_EIO when the range runs past the tensor (a bug of the caller's). */
@@ -50,6 +50,8 @@ int shards_holes(shard_set *s, ff_err *e);
 /* Refuses a shard with bytes never written (or written twice): a hole or a
  * short file would read as zeros or fail in a loader, far from the cause. */
 int shards_close(shard_set *s, const char *dir, ff_err *e);
+/* Bytes written so far, headers included, holes not. */
+uint64_t shards_bytes_written(const shard_set *s);
 void shards_free(shard_set *s);
 
 #endif

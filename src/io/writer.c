@@ -6,7 +6,7 @@
 #include "fsutil.h"
 #include "input_files.h"
 #include "jsonio.h"
-#include "writer_int.h"
+#include "shards.h"
 
 struct ckpt_writer {
     fs_stage stage;
@@ -62,13 +62,22 @@ int ckpt_writer_put(ckpt_writer *w, size_t out, const void *buf, uint64_t n, ff_
 
 int ckpt_writer_put_at(ckpt_writer *w, size_t out, uint64_t at, const void *buf, uint64_t n, ff_err *e)
 {
-    int rc = shards_write_part(&w->ss, out, at, buf, n, e);
-    if (!rc)
-        w->ss.bytes_written += n;
-    return rc;
+    return shards_write_part(&w->ss, out, at, buf, n, e);
 }
 
-shard_set *ckpt_writer_shards(ckpt_writer *w) { return &w->ss; }
+int ckpt_writer_locate(const ckpt_writer *w, size_t out, uint64_t at, uint64_t n, ckpt_place *p, ff_err *e)
+{
+    return shards_place(&w->ss, out, at, n, &p->shard, &p->off, e);
+}
+
+int ckpt_writer_writev(ckpt_writer *w, ckpt_place p, struct iovec *iov, int n, ff_err *e)
+{
+    return shards_pwritev(&w->ss, p.shard, p.off, iov, n, e);
+}
+
+int ckpt_writer_reserve(ckpt_writer *w, ff_err *e) { return shards_reserve(&w->ss, e); }
+
+const char *ckpt_writer_tensor_name(const ckpt_writer *w, size_t out) { return w->ss.outs[out].name; }
 
 int ckpt_writer_holes(ckpt_writer *w, ff_err *e) { return shards_holes(&w->ss, e); }
 
@@ -92,7 +101,7 @@ int ckpt_writer_commit(ckpt_writer *w, ff_err *e)
     return rc;
 }
 
-uint64_t ckpt_writer_bytes(const ckpt_writer *w) { return w->ss.bytes_written; }
+uint64_t ckpt_writer_bytes(const ckpt_writer *w) { return w->laid_out ? shards_bytes_written(&w->ss) : 0; }
 
 size_t ckpt_writer_shard_count(const ckpt_writer *w) { return w->ss.nshards; }
 

@@ -281,8 +281,14 @@ static int add_keep(plan *p, const ckpt_tensor *t, const char *family, const dec
     return PUSH(p, items, it);
 }
 
-static int role_transposed(ff_role r) { return r == ROLE_EXPERTS_FUSED2_T || r == ROLE_EXPERTS_ONE_T; }
-static int role_fused2(ff_role r) { return r == ROLE_EXPERTS_FUSED2 || r == ROLE_EXPERTS_FUSED2_T; }
+static int role_transposed(ff_role r)
+{
+    return r == ROLE_EXPERTS_FUSED2_T || r == ROLE_EXPERTS_ONE_T || r == ROLE_EXPERTS_FUSED2I_T;
+}
+static int role_fused2(ff_role r)
+{
+    return r == ROLE_EXPERTS_FUSED2 || r == ROLE_EXPERTS_FUSED2_T || r == ROLE_EXPERTS_FUSED2I_T;
+}
 
 /* Quantizable shape: 2-D (or 3-D experts), in multiple of 16, float dtype.
  * The input dimension is the last one, or the middle one when transposed. */
@@ -555,13 +561,16 @@ static int add_expert_member(plan *p, const ckpt_tensor *t, const decision *d, u
         uint64_t rows = fused2 ? R / 2 : R;
         return add_member(p, t, ex * R + k * rows, rows, C, strdup(mod), d->rule->group, 0);
     }
-    /* [E, in, out]: the Linear is columns [col0, col0 + rows) of expert ex's [in, out] block */
+    /* [E, in, out]: the Linear is columns [col0, col0 + rows) of expert ex's [in, out] block,
+     * or every other column from col0 when gate and up interleave */
     uint64_t rows = fused2 ? C / 2 : C;
     if (add_member(p, t, ex * R, rows, R, strdup(mod), d->rule->group, 0))
         return -1;
     plan_member *m = &p->members[p->nmembers - 1];
+    int interleaved = d->role == ROLE_EXPERTS_FUSED2I_T;
     m->transposed = 1;
-    m->col0 = k * rows;
+    m->col0 = interleaved ? k : k * rows;
+    m->col_step = interleaved ? 2 : 1;
     m->stride = C;
     return 0;
 }
@@ -768,11 +777,14 @@ const qs_weight *plan_source_weight(const plan *p, const ckpt_tensor *t)
 }
 
 /* The config's quantization_config: none, a source the view decodes, or a
- * refusal that names what fp4forge does not decode. */
+ * refusal that names what fp4forge does not decode; with none, a layout the
+ * view splits. */
 static int source_format(const ckpt *c, qs_format *f, ff_err *e)
 {
     char why[400];
     int q = qs_config(c->config, f, why, sizeof why);
+    if (q == 0)
+        qs_layout(c, f);   /* unquantized, but maybe stored fused (gpt-oss bf16) */
     if (q >= 0)
         return FF_OK;
     const char *method = jsonio_str(qs_config_object(c->config), "quant_method", "?");
@@ -960,7 +972,7 @@ const uint8_t *plan_member_rows(const plan_member *m, const uint8_t *base, void 
     for (uint64_t i = 0; i < m->cols; i++) {
         const uint8_t *src = blk + (i * m->stride + m->col0) * esz;
         for (uint64_t r = 0; r < m->rows; r++)
-            memcpy(t + (r * m->cols + i) * esz, src + r * esz, esz);
+            memcpy(t + (r * m->cols + i) * esz, src + r * m->col_step * esz, esz);
     }
     *owned = t;
     return t;
@@ -968,6 +980,13 @@ const uint8_t *plan_member_rows(const plan_member *m, const uint8_t *base, void 
 
 void plan_member_span(const plan_member *m, uint64_t *lo, uint64_t *hi)
 {
+    /* A whole tensor is its stored bytes: a decoded view's (FP8, INT4, MXFP4,
+     * a gpt-oss expert's slab) are not its bf16 elements' count */
+    if (!m->transposed && m->row0 == 0 && m->rows * m->cols == st_numel(m->src->st)) {
+        *lo = m->src->st->begin;
+        *hi = m->src->st->end;
+        return;
+    }
     uint64_t width = m->transposed ? m->stride : m->cols, nrows = m->transposed ? m->cols : m->rows;
     *lo = m->src->st->begin + stored_bytes(m->src, m->row0 * width);
     *hi = *lo + stored_bytes(m->src, nrows * width);

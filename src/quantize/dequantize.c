@@ -14,7 +14,6 @@
 #include "qsource.h"
 #include "fsutil.h"
 #include "progress.h"
-#include "shards.h"
 #include "threadpool.h"
 #include "decode_fp8.h"
 #include "writer.h"

@@ -24,7 +24,7 @@ typedef struct keep_job {
     size_t esz;
     ff_dtype dtype;
     size_t out;
-    const shard_set *ss;
+    ckpt_writer *wr;
     worker_slot *slots;
     pthread_mutex_t *write_mu;
     int mapped;               /* src is the input's mapping, dropped behind */
@@ -81,7 +81,7 @@ static void keep_chunk_task(void *ctx, size_t t, int worker)
     k->first_bad[t] = kept_first_bad_at(k->dtype, k->esz, k->src + at, at, n);
     worker_slot *w = &k->slots[worker];
     pthread_mutex_lock(k->write_mu);
-    if (!w->failed && shards_write_part(k->ss, k->out, at, k->src + at, n, &w->err))
+    if (!w->failed && ckpt_writer_put_at(k->wr, k->out, at, k->src + at, n, &w->err))
         w->failed = 1;
     pthread_mutex_unlock(k->write_mu);
     if (k->mapped)
@@ -90,18 +90,18 @@ static void keep_chunk_task(void *ctx, size_t t, int worker)
 
 /* The first non-finite element of a kept tensor (-1: none), written as it
  * is checked; FF_EIO in *rc when a write or an allocation failed. */
-static int64_t keep_check_write(keep_job *k, ff_pool *pool, io_state *io, shard_set *ss, int *rc, ff_err *e)
+static int64_t keep_check_write(keep_job *k, ff_pool *pool, io_state *io, ckpt_writer *wr, int *rc, ff_err *e)
 {
     if (k->bytes < 2 * KEEP_CHUNK) {
         int64_t bad = kept_first_nonfinite(k->dtype, k->src, k->bytes / k->esz);
         if (bad < 0)
-            *rc = qz_out_write(&io->wc, ss, k->out, k->src, k->bytes, e);
+            *rc = qz_out_write(&io->wc, wr, k->out, k->src, k->bytes, e);
         return bad;
     }
     size_t chunks = (size_t)((k->bytes + KEEP_CHUNK - 1) / KEEP_CHUNK);
     k->first_bad = malloc(chunks * sizeof *k->first_bad);
     if (!k->first_bad) {
-        *rc = ff_fail(e, FF_EIO, "out of memory writing %s", ss->outs[k->out].name);
+        *rc = ff_fail(e, FF_EIO, "out of memory writing %s", ckpt_writer_tensor_name(wr, k->out));
         return -1;
     }
     pool_run_indexed(pool, chunks, keep_chunk_task, k);
@@ -109,8 +109,7 @@ static int64_t keep_check_write(keep_job *k, ff_pool *pool, io_state *io, shard_
     for (size_t t = 0; t < chunks && bad < 0; t++)
         bad = k->first_bad[t];
     free(k->first_bad);
-    if (!(*rc = qz_slots_error(io, e)))
-        ss->bytes_written += k->bytes;
+    *rc = qz_slots_error(io, e);
     return bad;
 }
 
@@ -120,21 +119,18 @@ static int64_t keep_check_write(keep_job *k, ff_pool *pool, io_state *io, shard_
  * here first, the tensor was read from memory twice: 2.42 GB checkpoint,
  * 2 threads, 12 rounds alternating, CPU 0.674 s against 0.715. With a bad
  * quantized tensor too, whichever is found first is the one named. */
-static int queue_keep(const ckpt *c, const plan_item *it, const keep_job *k, io_state *io, shard_set *ss,
+static int queue_keep(const ckpt *c, const plan_item *it, const keep_job *k, io_state *io, ckpt_writer *wr,
                       ff_err *e)
 {
     outq_queue_mapped(io->q, k->out, k->src, k->bytes,
                       (outq_check){.fn = check_kept_piece, .ctx = c, .tensor = it->src});
-    int rc = outq_error(io->q, e);
-    if (!rc)
-        ss->bytes_written += k->bytes;
-    return rc;
+    return outq_error(io->q, e);
 }
 
 /* *queued: the tensor's bytes wait in the output queue (mapped), which
  * drops them from the mapping as it writes them. */
 int qz_write_keep(const ckpt *c, const plan *p, const plan_item *it, const quant_source *qs, ff_pool *pool,
-                      io_state *io, shard_set *ss, int *queued, ff_err *e)
+                      io_state *io, ckpt_writer *wr, int *queued, ff_err *e)
 {
     void *buf = NULL;
     uint16_t *dec = NULL;
@@ -146,14 +142,14 @@ int qz_write_keep(const ckpt *c, const plan *p, const plan_item *it, const quant
         return e->code;
     keep_job k = {.src = buf ? buf : ckpt_data(c, it->src),
                   .bytes = sw ? st_numel(it->src->st) * 2 : it->src->st->end - it->src->st->begin,
-                  .dtype = sw ? FF_DT_BF16 : it->src->st->dtype, .out = it->out, .ss = ss, .slots = io->slots,
+                  .dtype = sw ? FF_DT_BF16 : it->src->st->dtype, .out = it->out, .wr = wr, .slots = io->slots,
                   .write_mu = &io->write_mu, .mapped = !buf};
     k.esz = elem_size(k.dtype);
     /* one thread writes and quantizes in turn anyway: queueing saves nothing */
     if ((*queued = k.mapped && io->nslots > 1 && k.bytes >= KEEP_QUEUE_MIN))
-        return queue_keep(c, it, &k, io, ss, e);
+        return queue_keep(c, it, &k, io, wr, e);
     int rc = FF_OK;
-    int64_t bad = keep_check_write(&k, pool, io, ss, &rc, e);
+    int64_t bad = keep_check_write(&k, pool, io, wr, &rc, e);
     qs_buffer_release(p->src_view, buf);   /* a decoded copy is reused; a loaded one free()d */
     if (!rc && bad >= 0)
         rc = kept_nonfinite_fail(e, c, it->src, bad);

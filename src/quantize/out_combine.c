@@ -4,32 +4,30 @@
 
 #include <string.h>
 
-int qz_wc_flush(wcomb *w, shard_set *ss, ff_err *e)
+int qz_wc_flush(wcomb *w, ckpt_writer *wr, ff_err *e)
 {
     if (!w->len)
         return FF_OK;
-    int rc = shards_pwrite(ss, w->shard, w->off, w->buf, w->len, e);
-    if (!rc)
-        ss->bytes_written += w->len;
+    struct iovec iov = {.iov_base = w->buf, .iov_len = w->len};
+    int rc = ckpt_writer_writev(wr, w->at, &iov, 1, e);
     w->len = 0;
     return rc;
 }
 
-int qz_out_write(wcomb *w, shard_set *ss, size_t out, const void *buf, uint64_t n, ff_err *e)
+int qz_out_write(wcomb *w, ckpt_writer *wr, size_t out, const void *buf, uint64_t n, ff_err *e)
 {
-    if (n >= WC_DIRECT || !w->buf || n != ss->outs[out].nbytes)
-        return shards_write(ss, out, buf, n, e);   /* also reports a size mismatch */
-    size_t k = ss->out_shard[out];
-    uint64_t off = ss->out_abs[out];
-    if (w->len && (k != w->shard || off != w->off + w->len || w->len + n > WC_CAP)) {
-        int rc = qz_wc_flush(w, ss, e);
+    if (n >= WC_DIRECT || !w->buf)
+        return ckpt_writer_put(wr, out, buf, n, e);   /* also reports a size mismatch */
+    ckpt_place at;
+    if (ckpt_writer_locate(wr, out, 0, n, &at, e))
+        return e->code;
+    if (w->len && (at.shard != w->at.shard || at.off != w->at.off + w->len || w->len + n > WC_CAP)) {
+        int rc = qz_wc_flush(w, wr, e);
         if (rc)
             return rc;
     }
-    if (!w->len) {
-        w->shard = k;
-        w->off = off;
-    }
+    if (!w->len)
+        w->at = at;
     memcpy(w->buf + w->len, buf, n);
     w->len += n;
     return FF_OK;

@@ -10,8 +10,8 @@
 #endif
 
 typedef struct piece {
-    size_t shard;
-    uint64_t off, len;
+    ckpt_place place;
+    uint64_t len;
     const uint8_t *p;
     outq_check check;         /* mapped pieces: */
     uint64_t at;              /* and where in its tensor the piece starts */
@@ -29,7 +29,7 @@ typedef struct qitem {
 } qitem;
 
 struct outq {
-    const shard_set *ss;
+    ckpt_writer *wr;
     size_t nbufs;             /* OUTQ_DEPTH a worker */
     uint8_t **bufs;
     unsigned char *queued;    /* per buffer: waiting for the writer (under mu) */
@@ -47,12 +47,12 @@ struct outq {
     size_t mapped_head, mapped_count, mapped_cap;
 };
 
-outq *outq_create(const shard_set *ss, int nworkers)
+outq *outq_create(ckpt_writer *wr, int nworkers)
 {
     outq *q = calloc(1, sizeof *q);
     if (!q)
         return NULL;
-    q->ss = ss;
+    q->wr = wr;
     q->nbufs = (size_t)(nworkers > 0 ? nworkers : 1) * OUTQ_DEPTH;
     q->bufs = calloc(q->nbufs, sizeof *q->bufs);
     q->queued = calloc(q->nbufs, 1);
@@ -120,9 +120,9 @@ uint8_t *outq_buffer(outq *q, int worker)
 static int by_place(const void *a, const void *b)
 {
     const piece *x = a, *y = b;
-    if (x->shard != y->shard)
-        return x->shard < y->shard ? -1 : 1;
-    return x->off < y->off ? -1 : x->off > y->off;
+    if (x->place.shard != y->place.shard)
+        return x->place.shard < y->place.shard ? -1 : 1;
+    return x->place.off < y->place.off ? -1 : x->place.off > y->place.off;
 }
 
 /* Pieces from `from` on that continue each other in one file, as iovecs. */
@@ -134,8 +134,8 @@ static size_t gather_run(outq *q, size_t from, size_t n, int *niov)
         q->iov[*niov].iov_base = (void *)q->pieces[i].p;
         q->iov[(*niov)++].iov_len = q->pieces[i].len;
         i++;
-    } while (i < n && *niov < IOV_MAX && q->pieces[i].shard == q->pieces[i - 1].shard &&
-             q->pieces[i].off == q->pieces[i - 1].off + q->pieces[i - 1].len);
+    } while (i < n && *niov < IOV_MAX && q->pieces[i].place.shard == q->pieces[i - 1].place.shard &&
+             q->pieces[i].place.off == q->pieces[i - 1].place.off + q->pieces[i - 1].len);
     return i;
 }
 
@@ -151,7 +151,7 @@ static int write_batch(outq *q, size_t nitems, ff_err *e)
     for (size_t i = 0; i < n;) {
         int niov;
         size_t next = gather_run(q, i, n, &niov);
-        if (shards_pwritev(q->ss, q->pieces[i].shard, q->pieces[i].off, q->iov, niov, e))
+        if (ckpt_writer_writev(q->wr, q->pieces[i].place, q->iov, niov, e))
             return e->code;
         i = next;
     }
@@ -168,7 +168,7 @@ static void record_failure(outq *q, const ff_err *e)
 static int place(const outq *q, size_t out, uint64_t at, uint64_t len, const uint8_t *p, piece *pc, ff_err *e)
 {
     *pc = (piece){.len = len, .p = p};
-    return shards_place(q->ss, out, at, len, &pc->shard, &pc->off, e);
+    return ckpt_writer_locate(q->wr, out, at, len, &pc->place, e);
 }
 
 static size_t buffer_index(const outq *q, int worker, const uint8_t *buf)
@@ -201,7 +201,8 @@ static int check_then_write(const outq *q, const piece *pc, ff_err *e)
 {
     if (pc->check.fn && pc->check.fn(pc->check.ctx, pc->check.tensor, pc->p, pc->at, pc->len, e))
         return e->code;
-    return shards_pwrite(q->ss, pc->shard, pc->off, pc->p, pc->len, e);
+    struct iovec iov = {.iov_base = (void *)pc->p, .iov_len = pc->len};
+    return ckpt_writer_writev(q->wr, pc->place, &iov, 1, e);
 }
 
 /* Under the lock, released while writing: the oldest mapped piece. */
@@ -248,7 +249,7 @@ void outq_queue_mapped(outq *q, size_t out, const uint8_t *p, uint64_t len, outq
         pc.at = at;
         pthread_mutex_lock(&q->mu);
         if (!rc && q->mapped_count == q->mapped_cap && !grow_mapped(q))
-            rc = ff_oom(&e, "out of memory queueing %s", q->ss->outs[out].name);
+            rc = ff_oom(&e, "out of memory queueing %s", ckpt_writer_tensor_name(q->wr, out));
         if (rc)
             record_failure(q, &e);
         else

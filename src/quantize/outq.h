@@ -13,14 +13,14 @@
 #include <stdint.h>
 
 #include "ff_err.h"
-#include "shards.h"
+#include "writer.h"
 
 /* Buffers a thread may have queued before it waits for the writer. */
 #define OUTQ_DEPTH 4
 
 typedef struct outq outq;
 
-outq *outq_create(const shard_set *ss, int nworkers);
+outq *outq_create(ckpt_writer *wr, int nworkers);
 void outq_free(outq *q);
 /* Every buffer at least `bytes` (between pool runs only); -1: out of memory. */
 int outq_reserve(outq *q, uint64_t bytes);

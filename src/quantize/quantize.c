@@ -17,7 +17,7 @@
 #include "qsource.h"
 /* qconfig.c: qconfig_apply with weights.observer set (NULL: memoryless_minmax) */
 json_t *qconfig_apply_observer(const json_t *config, const plan *p, const char *observer);
-#include "writer_int.h"
+#include "writer.h"
 
 /* Coalesced file ranges. Consecutive items are nearly always adjacent in
  * the file, so one call covers many small tensors (the 11,520 tiny experts
@@ -126,7 +126,7 @@ static int run_unit(const unit_ctx *x, size_t i, size_t ni, unit_job **next, ff_
     if (!j) {
         if ((j = malloc(sizeof *j)) == NULL)
             return ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
-        if ((rc = qz_unit_prepare(j, x->c, p, u, x->kernel, x->obs, x->qs, x->pool, x->io, x->ss, e)) != FF_OK) {
+        if ((rc = qz_unit_prepare(j, x->c, p, u, x->kernel, x->obs, x->qs, x->pool, x->io, x->wr, e)) != FF_OK) {
             free(j);
             return rc;
         }
@@ -135,14 +135,14 @@ static int run_unit(const unit_ctx *x, size_t i, size_t ni, unit_job **next, ff_
         qz_can_ride(p, &p->units[p->items[ni].unit], x->kernel, x->obs, x->qs)) {
         if ((*next = malloc(sizeof **next)) == NULL ||
             (rc = qz_unit_prepare(*next, x->c, p, &p->units[p->items[ni].unit], x->kernel, x->obs, x->qs, x->pool,
-                               x->io, x->ss, e)) != FF_OK) {
+                               x->io, x->wr, e)) != FF_OK) {
             free(*next);
             *next = NULL;
             drop_job(&j);
             return rc ? rc : ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
         }
     }
-    rc = qz_write_unit(j, *next && qz_unit_cached(*next) ? *next : NULL, x->pool, x->io, x->ss, e);
+    rc = qz_write_unit(j, *next && qz_unit_cached(*next) ? *next : NULL, x->pool, x->io, x->wr, e);
     free(j);
     if (rc)
         drop_job(next);
@@ -160,14 +160,14 @@ static double now(void)
  * READAHEAD_BYTES past the item being worked on, so the disk streams while
  * the pool quantizes; consumed ranges are released behind it. */
 static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn kernel,
-                     shard_set *ss, const quant_opts *o, quant_stats *st, ff_err *e)
+                     ckpt_writer *wr, const quant_opts *o, quant_stats *st, ff_err *e)
 {
     progress bar;
     progress_begin(&bar, p->bytes_in, o->progress);
     io_state io = {.wc.buf = malloc(WC_CAP), .nslots = pool_threads(pool)};
     io.slots = calloc((size_t)io.nslots, sizeof *io.slots);
     io.scratch = calloc((size_t)io.nslots, sizeof *io.scratch);
-    io.q = outq_create(ss, io.nslots);
+    io.q = outq_create(wr, io.nslots);
     if (!io.slots || !io.q || !io.scratch) {
         free(io.wc.buf);
         free(io.slots);
@@ -184,7 +184,7 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
     size_t ra_next = 0;
     uint64_t ra_bytes = 0;    /* advised, not yet consumed */
     const nvfp4_obs *obs = o->observer && o->observer->kind != NVFP4_OBS_MINMAX ? o->observer : NULL;
-    unit_ctx ux = {.c = c, .p = p, .pool = pool, .kernel = kernel, .obs = obs, .qs = o->source, .io = &io, .ss = ss,
+    unit_ctx ux = {.c = c, .p = p, .pool = pool, .kernel = kernel, .obs = obs, .qs = o->source, .io = &io, .wr = wr,
                    .mx_reference = o->mxfp4_reference, .st = st};
     unit_job *next = NULL;    /* the next unit, its amax pass riding along with this one */
     int rc = FF_OK;
@@ -198,7 +198,7 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
         }
         span_flush(&ahead);
         int queued = 0;
-        rc = it->kind == ITEM_KEEP ? qz_write_keep(c, p, it, o->source, pool, &io, ss, &queued, e)
+        rc = it->kind == ITEM_KEEP ? qz_write_keep(c, p, it, o->source, pool, &io, wr, &queued, e)
                                    : run_unit(&ux, i, ni, &next, e);
         if (!queued)
             span_item(&behind, c, p, it);
@@ -211,7 +211,7 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
     if (rc == FF_OK)   /* kept bytes the writers' turns did not reach */
         rc = outq_drain(io.q, e);
     if (rc == FF_OK)
-        rc = qz_wc_flush(&io.wc, ss, e);
+        rc = qz_wc_flush(&io.wc, wr, e);
     progress_end(&bar);
     free(io.arena.p);
     free(io.wc.buf);
@@ -266,9 +266,9 @@ int quantize_run(const ckpt *c, const plan *p, const char *out_dir, const quant_
     /* this VM, 2 threads, 2.42 GB: 0.40-0.47 s with the blocks allocated
      * first against 0.47-0.51 s without (bench/ab.sh, docs/bench.md) */
     if (!rc)
-        rc = shards_reserve(ckpt_writer_shards(w), e);
+        rc = ckpt_writer_reserve(w, e);
     if (!rc)
-        rc = run_items(c, p, pool, kernel, ckpt_writer_shards(w), o, st, e);
+        rc = run_items(c, p, pool, kernel, w, o, st, e);
     json_t *cfg = rc ? NULL : qconfig_apply_observer(c->config, p, o->observer ? o->observer->llmc_name : NULL);
     if (!rc)
         rc = cfg ? ckpt_writer_close(w, cfg, c->dir, 0, e) : ff_fail(e, FF_EIO, "out of memory");

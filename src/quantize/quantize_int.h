@@ -15,7 +15,7 @@
 #include "nvfp4_mse.h"
 #include "outq.h"
 #include "qsource.h"
-#include "shards.h"
+#include "writer.h"
 #include "threadpool.h"
 
 /* Rows per task: big enough to amortise dispatch, small enough to balance. */
@@ -65,7 +65,7 @@ typedef struct unit_job {
     size_t nblocks;
     size_t *block_first;      /* first task of each block, then ntasks (a block's tasks are consecutive) */
     atomic_size_t *block_left;   /* tasks of the block still to finish this pass */
-    const shard_set *ss;
+    ckpt_writer *wr;
     outq *q;
     void **data;              /* per member: the quant_source's copy, or NULL */
     const uint8_t **rows;     /* per member: its [rows, cols] weight (row 0); NULL when decoded by rows */
@@ -105,8 +105,8 @@ typedef struct unit_job {
 
 typedef struct wcomb {
     uint8_t *buf;
-    size_t len, shard;
-    uint64_t off;
+    size_t len;
+    ckpt_place at;   /* of buf[0] */
 } wcomb;
 
 /* Per-run I/O state shared by the items. */
@@ -134,7 +134,7 @@ typedef struct unit_ctx {
     const nvfp4_obs *obs;
     const quant_source *qs;
     io_state *io;
-    shard_set *ss;
+    ckpt_writer *wr;
     int mx_reference;         /* --mxfp4-route reference */
     quant_stats *st;          /* the exact / re-quantized counts */
 } unit_ctx;
@@ -149,12 +149,12 @@ void qz_stream_task_rows(const unit_job *j, size_t t, int worker, const uint8_t 
 void qz_run_tasks_weighted(ff_pool *pool, unit_job *j, pool_worker_fn fn, uint64_t weight);
 void qz_run_tasks(ff_pool *pool, unit_job *j, pool_worker_fn fn);
 int qz_unit_prepare(unit_job *j, const ckpt *c, const plan *p, const plan_unit *u, nvfp4_rows_fn kernel,
-                    const nvfp4_obs *obs, const quant_source *qs, ff_pool *pool, io_state *io, shard_set *ss,
+                    const nvfp4_obs *obs, const quant_source *qs, ff_pool *pool, io_state *io, ckpt_writer *wr,
                     ff_err *e);
 int qz_can_ride(const plan *p, const plan_unit *u, nvfp4_rows_fn kernel, const nvfp4_obs *obs,
                 const quant_source *qs);
 int qz_unit_cached(const unit_job *v);
-int qz_write_unit(unit_job *j, unit_job *side, ff_pool *pool, io_state *io, shard_set *ss, ff_err *e);
+int qz_write_unit(unit_job *j, unit_job *side, ff_pool *pool, io_state *io, ckpt_writer *wr, ff_err *e);
 void qz_free_job(unit_job *j);
 
 /* unit_observe.c: the MSE observers' passes */
@@ -165,8 +165,8 @@ nvfp4_mse_search_fn qz_search_for(nvfp4_rows_fn kernel);
 void qz_quant_ranges_task(void *ctx, size_t t, int worker);
 
 /* out_combine.c */
-int qz_wc_flush(wcomb *w, shard_set *ss, ff_err *e);
-int qz_out_write(wcomb *w, shard_set *ss, size_t out, const void *buf, uint64_t n, ff_err *e);
+int qz_wc_flush(wcomb *w, ckpt_writer *wr, ff_err *e);
+int qz_out_write(wcomb *w, ckpt_writer *wr, size_t out, const void *buf, uint64_t n, ff_err *e);
 int qz_slots_error(io_state *io, ff_err *e);
 
 /* unit_exact.c, unit_fp8.c, keep_write.c */
@@ -174,6 +174,6 @@ int qz_mxfp4_unit(const plan *p, const plan_unit *u);
 int qz_write_unit_exact(const unit_ctx *x, const plan_unit *u, int *done, ff_err *e);
 int qz_write_unit_fp8(const unit_ctx *x, const plan_unit *u, ff_err *e);
 int qz_write_keep(const ckpt *c, const plan *p, const plan_item *it, const quant_source *qs, ff_pool *pool,
-                  io_state *io, shard_set *ss, int *queued, ff_err *e);
+                  io_state *io, ckpt_writer *wr, int *queued, ff_err *e);
 
 #endif

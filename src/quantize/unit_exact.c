@@ -69,11 +69,11 @@ static int mx_write_member(const unit_ctx *x, const plan_member *m, float gs, in
         mx_exact_scales_by(table, qs_mx_scales_row(x->c, w, m->src, r), 1, m->cols, scales + r * sb);
         memcpy(codes + r * pb, qs_mx_codes_row(x->c, w, m->src, r), pb);   /* a gpt-oss slice: every other row */
     }
-    int rc = qz_out_write(&x->io->wc, x->ss, m->out, codes, m->rows * pb, e);
+    int rc = qz_out_write(&x->io->wc, x->wr, m->out, codes, m->rows * pb, e);
     if (!rc)
-        rc = qz_out_write(&x->io->wc, x->ss, m->out + 1, scales, m->rows * sb, e);
+        rc = qz_out_write(&x->io->wc, x->wr, m->out + 1, scales, m->rows * sb, e);
     if (!rc)
-        rc = qz_out_write(&x->io->wc, x->ss, m->out + 2, &gs, sizeof gs, e);
+        rc = qz_out_write(&x->io->wc, x->wr, m->out + 2, &gs, sizeof gs, e);
     free(scales);
     free(codes);
     return rc;

@@ -46,9 +46,9 @@ static int fp8_write_member(const unit_ctx *x, const unit_job *j, size_t k, ff_e
                          ckpt_path(x->c, m->src), m->src->st->name,
                          (unsigned long long)(m->row0 * m->cols + f.bad[t]));
     if (rc == FF_OK)
-        rc = qz_out_write(&x->io->wc, x->ss, m->out, f.codes, m->rows * m->cols, e);
+        rc = qz_out_write(&x->io->wc, x->wr, m->out, f.codes, m->rows * m->cols, e);
     if (rc == FF_OK)
-        rc = qz_out_write(&x->io->wc, x->ss, m->out + 1, f.scales, sbytes, e);
+        rc = qz_out_write(&x->io->wc, x->wr, m->out + 1, f.scales, sbytes, e);
     free(f.codes);
     free(f.scales);
     free(f.bad);

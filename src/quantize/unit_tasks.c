@@ -367,11 +367,11 @@ static int scratch_reserve(unit_job *j, io_state *io, ff_err *e)
 
 /* Everything a unit needs before its amax pass; on failure the job holds nothing. */
 int qz_unit_prepare(unit_job *j, const ckpt *c, const plan *p, const plan_unit *u, nvfp4_rows_fn kernel,
-                        const nvfp4_obs *obs, const quant_source *qs, ff_pool *pool, io_state *io, shard_set *ss,
+                        const nvfp4_obs *obs, const quant_source *qs, ff_pool *pool, io_state *io, ckpt_writer *wr,
                         ff_err *e)
 {
     *j = (unit_job){.c = c, .p = p, .u = u, .kernel = kernel, .obs = obs, .search = qz_search_for(kernel),
-                    .ranges_scalar = kernel == nvfp4_quantize_rows_scalar, .ss = ss, .q = io->q};
+                    .ranges_scalar = kernel == nvfp4_quantize_rows_scalar, .wr = wr, .q = io->q};
     if (plan_tasks(j, &io->arena) || (obs && qz_obs_alloc(j))) {
         qz_free_job(j);
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
@@ -434,7 +434,7 @@ static int attach_side(unit_job *j, unit_job *side)
 
 /* The unit's amax (unless it rode along), global scale, quantizing pass
  * (carrying side's amax pass when side is given) and outputs; frees j. */
-int qz_write_unit(unit_job *j, unit_job *side, ff_pool *pool, io_state *io, shard_set *ss, ff_err *e)
+int qz_write_unit(unit_job *j, unit_job *side, ff_pool *pool, io_state *io, ckpt_writer *wr, ff_err *e)
 {
     const plan *p = j->p;
     const plan_unit *u = j->u;
@@ -468,15 +468,13 @@ int qz_write_unit(unit_job *j, unit_job *side, ff_pool *pool, io_state *io, shar
         rc = outq_error(io->q, e);
         for (size_t k = 0; k < u->count && rc == FF_OK; k++) {
             const plan_member *m = &p->members[u->first + k];
-            if (j->streamed) {
-                ss->bytes_written += m->rows * m->cols / 2 + m->rows * m->cols / NVFP4_GROUP;
-            } else {
-                rc = qz_out_write(&io->wc, ss, m->out, j->packed[k], m->rows * m->cols / 2, e);
+            if (!j->streamed) {   /* a streamed unit's tasks queued their rows */
+                rc = qz_out_write(&io->wc, wr, m->out, j->packed[k], m->rows * m->cols / 2, e);
                 if (!rc)
-                    rc = qz_out_write(&io->wc, ss, m->out + 1, j->scales[k], m->rows * m->cols / NVFP4_GROUP, e);
+                    rc = qz_out_write(&io->wc, wr, m->out + 1, j->scales[k], m->rows * m->cols / NVFP4_GROUP, e);
             }
             if (!rc)
-                rc = qz_out_write(&io->wc, ss, m->out + 2, &j->gs, sizeof j->gs, e);
+                rc = qz_out_write(&io->wc, wr, m->out + 2, &j->gs, sizeof j->gs, e);
         }
     }
     qz_free_job(j);

@@ -37,7 +37,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qs_format f;
     char why[400];
     qs_view v;
-    if (qs_config(c.config, &f, why, sizeof why) == 1 && qs_view_build(&v, &c, &f, &e) == FF_OK) {
+    int q = qs_config(c.config, &f, why, sizeof why);
+    if (q == 0)
+        q = qs_layout(&c, &f);
+    if (q == 1 && qs_view_build(&v, &c, &f, &e) == FF_OK) {
         for (size_t i = 0; i < v.ck.ntensors; i++) {
             const qs_weight *w = qs_weight_of(&v, &v.ck.tensors[i]);
             uint16_t *out = NULL;

@@ -142,6 +142,11 @@ oss = [(G + "gate_up_proj_blocks", "U8", [2, 4, 1, 16], bytes(range(128))),
        (G + "down_proj_bias", "BF16", [2, 2], bf16(4))]
 write("sources", "gptoss", json.dumps({"model_type": "gpt_oss", "quantization_config": {"quant_method": "mxfp4"}}).encode()
       + SEP + st(oss))
+# transformers' bf16 gpt-oss: fused experts used as x @ W, no quantization_config
+oss16 = [(G + "gate_up_proj", "BF16", [2, 32, 4], bf16(256)), (G + "gate_up_proj_bias", "BF16", [2, 4], bf16(8)),
+         (G + "down_proj", "BF16", [2, 2, 32], bf16(128)), (G + "down_proj_bias", "BF16", [2, 32], bf16(64))]
+write("sources", "gptoss_bf16", json.dumps({"model_type": "gpt_oss", "num_local_experts": 2, "hidden_size": 32,
+                                            "intermediate_size": 2}).encode() + SEP + st(oss16))
 
 # Report pages (fuzz_html): a verify result and a diff --values result, as the
 # commands write them, one name claiming a huge layer index.

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Fuzz tier: each libFuzzer harness (build/fuzz/fuzz_*, clang, ASan+UBSan, leak
-# detection on) for FP4FORGE_FUZZ_SECONDS (default 15) from its checked-in seed
+# detection on) for FP4FORGE_FUZZ_SECONDS (default 12) from its checked-in seed
 # corpus. A crash, leak, UB report or timeout on any input fails the harness and
 # leaves the input as build/fuzz/<harness>/crash-*; new inputs found go to
 # build/fuzz-work/<harness>/corpus, never into the tree.
 set -u
 cd "$(dirname "$0")/../.."
 B=${B:-build}
-SECS=${FP4FORGE_FUZZ_SECONDS:-15}
+SECS=${FP4FORGE_FUZZ_SECONDS:-12}
 rc=0
 for bin in "$B"/fuzz/fuzz_*; do
     [ -x "$bin" ] || continue

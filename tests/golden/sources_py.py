@@ -2,7 +2,9 @@
 compressed-tensors INT4 / MXFP4 weight to compare fp4forge's with, byte
 equality of named tensors between two folders, and hostile copies of a
 quantized source (one thing broken each).
-Usage: sources_py.py decode SRC DEC NAME... | same A B NAME... | bad GOOD OUT KIND"""
+and transformers' bf16 gpt-oss layout rebuilt from a per-expert bf16 copy.
+Usage: sources_py.py decode SRC DEC NAME... | same A B NAME... | same-all A B | bad GOOD OUT KIND |
+       fuse-gptoss DEC OUT [down_untransposed]"""
 import json, math, os, shutil, struct, sys
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
@@ -92,6 +94,62 @@ def bad(good, out, kind):
     print(mod)
 
 
+def write(path, tensors):
+    """tensors: name -> (dtype, shape, bytes), in name order"""
+    h, off, blobs = {}, 0, []
+    for k in sorted(tensors):
+        dt, shape, b = tensors[k]
+        h[k] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(b)]}
+        off += len(b)
+        blobs.append(b)
+    hb = json.dumps(h).encode()
+    hb += b" " * (-len(hb) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(hb)) + hb + b"".join(blobs))
+
+
+def fuse_gptoss(dec, out, kind):
+    """GptOssExperts' own parameters (used as x @ W): gate_up_proj [E, H, 2I] with
+    gate the even columns and up the odd ones, down_proj [E, I, H], biases fused
+    the same way; kind down_untransposed stores down_proj [E, H, I] (a lie)"""
+    h, data = read(os.path.join(dec, "model.safetensors"))
+    get = lambda k: data[h[k]["data_offsets"][0]:h[k]["data_offsets"][1]]
+    el = lambda b, i: b[2 * i:2 * i + 2]
+    t = {k: (v["dtype"], v["shape"], get(k)) for k, v in h.items() if k != "__metadata__" and ".experts." not in k}
+    layers = sorted({k.split(".experts.")[0] for k in h if ".experts." in k})
+    for p in layers:
+        E = 1 + max(int(k[len(p) + 9:].split(".")[0]) for k in h if k.startswith(p + ".experts."))
+        I, H = h[f"{p}.experts.0.gate_proj.weight"]["shape"]
+        gu, gub, dn, dnb = bytearray(), bytearray(), bytearray(), bytearray()
+        for e in range(E):
+            g, u = get(f"{p}.experts.{e}.gate_proj.weight"), get(f"{p}.experts.{e}.up_proj.weight")
+            gu += b"".join(el(g if j % 2 == 0 else u, (j // 2) * H + c) for c in range(H) for j in range(2 * I))
+            gb, ub = get(f"{p}.experts.{e}.gate_proj.bias"), get(f"{p}.experts.{e}.up_proj.bias")
+            gub += b"".join(el(gb if j % 2 == 0 else ub, j // 2) for j in range(2 * I))
+            d = get(f"{p}.experts.{e}.down_proj.weight")
+            dn += d if kind == "down_untransposed" else b"".join(el(d, r * I + c) for c in range(I) for r in range(H))
+            dnb += get(f"{p}.experts.{e}.down_proj.bias")
+        t[p + ".experts.gate_up_proj"] = ("BF16", [E, H, 2 * I], bytes(gu))
+        t[p + ".experts.gate_up_proj_bias"] = ("BF16", [E, 2 * I], bytes(gub))
+        t[p + ".experts.down_proj"] = ("BF16", [E, H, I] if kind == "down_untransposed" else [E, I, H], bytes(dn))
+        t[p + ".experts.down_proj_bias"] = ("BF16", [E, H], bytes(dnb))
+    os.makedirs(out)
+    write(os.path.join(out, "model.safetensors"), t)
+    cfg = json.load(open(os.path.join(dec, "config.json")))
+    cfg.pop("quantization_config", None)
+    json.dump(cfg, open(os.path.join(out, "config.json"), "w"))
+    print(f"{len(layers)} layers fused")
+
+
+def same_all(a, b):
+    ha, da = read(os.path.join(a, "model.safetensors"))
+    hb, db = read(os.path.join(b, "model.safetensors"))
+    ka, kb = set(ha) - {"__metadata__"}, set(hb) - {"__metadata__"}
+    cut = lambda h, d, k: d[h[k]["data_offsets"][0]:h[k]["data_offsets"][1]]
+    diff = sorted(ka ^ kb) + sorted(k for k in ka & kb if ha[k]["shape"] != hb[k]["shape"] or
+                                    ha[k]["dtype"] != hb[k]["dtype"] or cut(ha, da, k) != cut(hb, db, k))
+    print("differ: " + " ".join(diff[:5]) if diff else f"equal {len(ka)}")
+
+
 if sys.argv[1] == "decode":
     src, dec = sys.argv[2], sys.argv[3]
     bad_names = [m for m in sys.argv[4:] if tensor(dec, m + ".weight")[1] != decode(src, m)]
@@ -100,5 +158,9 @@ elif sys.argv[1] == "same":
     a, b = sys.argv[2], sys.argv[3]
     diff = [n for n in sys.argv[4:] if tensor(a, n)[1] != tensor(b, n)[1]]
     print("differ: " + " ".join(diff) if diff else "equal")
+elif sys.argv[1] == "same-all":
+    same_all(sys.argv[2], sys.argv[3])
+elif sys.argv[1] == "fuse-gptoss":
+    fuse_gptoss(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "")
 elif sys.argv[1] == "bad":
     bad(sys.argv[2], sys.argv[3], sys.argv[4])

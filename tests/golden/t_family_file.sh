@@ -130,10 +130,12 @@ for arch in mixtral kimi-k2.5; do
     if [ "$(digest "$W/pq-$arch")" = "$(digest "$W/pf-$arch")" ] && cmp -s "$W/pq-$arch/config.json" "$W/pf-$arch/config.json"; then
         pass "family_infer_same_bytes_$arch"; else fail "family_infer_same_bytes_$arch"; fi
 done
-# Not derivable (per-layer-type Linears, indexers, MXFP4 scales, a layout the shape cannot tell):
+# Not derivable (per-layer-type Linears, indexers, MXFP4 scales, a layout the shape cannot tell,
+# gate/up fused with no shape to tell halves from interleaving -- the old build took gpt-oss's
+# interleaved bf16 experts for halves and wrote them):
 # NOT derived: plan --infer prints what it could and exits 3, and --infer-family refuses
 # before writing anything.
-for arch in gemma4-dense llama4 qwen3-next deepseek-v3.2 gpt-oss-20b; do
+for arch in gemma4-dense llama4 qwen3-next deepseek-v3.2 gpt-oss-20b gpt-oss-20b-bf16; do
     $FF_FAST synth --arch $arch "$W/n-$arch" > /dev/null 2>&1
     python3 - "$W/n-$arch/config.json" <<'PY'
 import json, sys
@@ -147,4 +149,25 @@ PY
         pass "family_infer_refuses_$arch" "$(grep -m1 -o 'NOT derived: .\{0,60\}' "$W/n-$arch.fam")"
     else fail "family_infer_refuses_$arch" "rc=$rc $(head -c 200 "$W/n-$arch.out")"; fi
 done
+# The description the refusal asks for: gpt-oss's bf16 copy under a new model_type, its inferred
+# text with layout=fused2i-t (gate/up interleaved): the quantized tensors are the built-in gpt_oss
+# family's byte for byte; the proposed halves (fused2-t) give other bytes, which is why no guess
+# is taken.
+W16="$W/n-gpt-oss-20b-bf16"
+sed -e 's/layout=fused2-t/layout=fused2i-t/' "$W16.fam" > "$W/oss-i.fam"
+$FF_FAST synth --arch gpt-oss-20b-bf16 "$W/oss16" > /dev/null 2>&1
+$FF_FAST quantize "$W/oss16" "$W/oss16-q" --no-doctor --quiet > /dev/null 2>&1
+$FF quantize "$W16" "$W/oss16-i" --family-file "$W/oss-i.fam" --no-doctor --quiet > "$W/oss16-i.out" 2>&1; rc=$?
+$FF_FAST quantize "$W16" "$W/oss16-h" --family-file "$W16.fam" --no-doctor --quiet > /dev/null 2>&1
+quant_same='import json,struct,sys
+def ld(p):
+    b=open(p+"/model.safetensors","rb").read(); n=struct.unpack("<Q",b[:8])[0]; return json.loads(b[8:8+n]), b[8+n:]
+(ha,da),(hb,db)=ld(sys.argv[1]),ld(sys.argv[2])
+cut=lambda h,d,k: d[h[k]["data_offsets"][0]:h[k]["data_offsets"][1]]
+q=[k for k in hb if k.endswith(("weight_packed","weight_scale","weight_global_scale"))]
+print(len(q), sum(k in ha and cut(ha,da,k)==cut(hb,db,k) for k in q))'
+got=$(python3 -c "$quant_same" "$W/oss16-i" "$W/oss16-q" 2>&1); halves=$(python3 -c "$quant_same" "$W/oss16-h" "$W/oss16-q" 2>&1)
+if [ "$rc" -eq 0 ] && [ "$got" = "96 96" ] && [ "${halves#96 }" != 96 ]; then
+    pass "family_file_fused2i_t_equals_gpt_oss" "96/96 quantized tensors equal; halves: ${halves#96 } of 96"
+else fail "family_file_fused2i_t_equals_gpt_oss" "rc=$rc interleaved '$got' halves '$halves' $(tail -1 "$W/oss16-i.out")"; fi
 exit $GOLDEN_RC

@@ -85,6 +85,19 @@ if [ "$rc" -eq 0 ] && [ "$got" = "69120 69120 488 60 True" ] && awk -v s="$secs"
 else fail "sources_k25_real_plan" "rc=$rc got '$got' in ${secs} s"; fi
 rm -rf "$W/k25-real"
 
+# gptoss_real_plan ARCH NAME WHAT: gpt-oss-120b's plan (36 layers x 128 experts: 13824 expert
+# Linears, 144 dense, 36 routers ignored) from ARCH's sparse real-geometry headers in under 3 s
+gptoss_real_plan() {
+    local d="$W/$1-real" rc secs got t0 t1
+    $FF_FAST synth --arch "$1" --size real --sparse "$d" > /dev/null || fail "${2}_real_synth"
+    t0=$(date +%s.%N); $FF_FAST plan "$d" --json > "$d.json" 2>&1; rc=$?; t1=$(date +%s.%N)
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}')
+    got=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["quantized_experts"], j["expected_experts"], j["quantized_dense"], j["routers_ignored"], j["ok"])' "$d.json" 2>/dev/null)
+    if [ "$rc" -eq 0 ] && [ "$got" = "13824 13824 144 36 True" ] && awk -v s="$secs" 'BEGIN{exit !(s < 3.0)}'; then
+        pass "${2}_120b_real_plan" "36 layers x 128 experts: 13824 expert Linears from $3, 144 dense, 36 routers ignored, ${secs} s"
+    else fail "${2}_120b_real_plan" "rc=$rc got '$got' in ${secs} s"; fi
+    rm -rf "$d"
+}
 # gpt-oss: its own MXFP4 layout read per expert, carried exactly; the family's note on
 # vLLM; gpt-oss-120b's real-geometry plan (36 layers x 128 experts x 3)
 $FF_FAST synth --arch gpt-oss-20b "$W/oss" > /dev/null || fail "sources_gptoss_synth"
@@ -95,12 +108,34 @@ else fail "sources_gptoss_quantize_verify" "$(tail -2 "$W/oss-q.out" "$W/oss-v.o
 got=$(python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); h=json.loads(b[8:8+struct.unpack("<Q",b[:8])[0]]); print(sorted(k for k in h if ".layers.1.mlp.experts.3." in k))' "$W/oss-q/model.safetensors")
 want="['model.layers.1.mlp.experts.3.down_proj.bias', 'model.layers.1.mlp.experts.3.down_proj.weight_global_scale', 'model.layers.1.mlp.experts.3.down_proj.weight_packed', 'model.layers.1.mlp.experts.3.down_proj.weight_scale', 'model.layers.1.mlp.experts.3.gate_proj.bias', 'model.layers.1.mlp.experts.3.gate_proj.weight_global_scale', 'model.layers.1.mlp.experts.3.gate_proj.weight_packed', 'model.layers.1.mlp.experts.3.gate_proj.weight_scale', 'model.layers.1.mlp.experts.3.up_proj.bias', 'model.layers.1.mlp.experts.3.up_proj.weight_global_scale', 'model.layers.1.mlp.experts.3.up_proj.weight_packed', 'model.layers.1.mlp.experts.3.up_proj.weight_scale']"
 [ "$got" = "$want" ] && pass "sources_gptoss_llmc_names" "experts.N.{gate,up,down}_proj with bias, as llm-compressor linearizes gpt-oss" || fail "sources_gptoss_llmc_names" "$got"
-$FF_FAST synth --arch gpt-oss-120b --size real --sparse "$W/oss-real" > /dev/null || fail "sources_gptoss_real_synth"
-t0=$(date +%s.%N); $FF_FAST plan "$W/oss-real" --json > "$W/oss-real.json" 2>&1; rc=$?; t1=$(date +%s.%N)
-secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}')
-got=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["quantized_experts"], j["expected_experts"], j["quantized_dense"], j["routers_ignored"], j["ok"])' "$W/oss-real.json" 2>/dev/null)
-if [ "$rc" -eq 0 ] && [ "$got" = "13824 13824 144 36 True" ] && awk -v s="$secs" 'BEGIN{exit !(s < 3.0)}'; then
-    pass "sources_gptoss_120b_real_plan" "36 layers x 128 experts: 13824 expert Linears from MXFP4 headers, 144 dense, 36 routers ignored, ${secs} s"
-else fail "sources_gptoss_120b_real_plan" "rc=$rc got '$got' in ${secs} s"; fi
-rm -rf "$W/oss-real"
+# transformers' bf16 gpt-oss (its MXFP4 dequantizer's save: experts fused [E, H, 2I] / [E, I, H],
+# used as x @ W, gate/up interleaved by column) split per expert: the same bytes as the
+# reference route over the MXFP4 source; a down_proj stored untransposed refused by name
+PY=tests/golden/sources_py.py
+if $FF_FAST quantize "$W/oss" "$W/oss-dec" --ignore '.*' --allow-partial > /dev/null 2>&1 &&
+    python3 $PY fuse-gptoss "$W/oss-dec" "$W/oss-bf16" > /dev/null &&
+    $FF quantize "$W/oss-bf16" "$W/oss-bf16-q" > "$W/oss-bf16-q.out" 2>&1 &&
+    $FF_FAST quantize "$W/oss" "$W/oss-ref-q" --mxfp4-route reference > /dev/null 2>&1; then
+    got=$(python3 $PY same-all "$W/oss-bf16-q" "$W/oss-ref-q")
+    case $got in equal*) pass "sources_gptoss_bf16_layout" "quantize of the fused bf16 copy == --mxfp4-route reference on the MXFP4 source: $got tensors";;
+        *) fail "sources_gptoss_bf16_layout" "$got";; esac
+else fail "sources_gptoss_bf16_layout" "$(tail -2 "$W/oss-bf16-q.out" 2>/dev/null | tr '\n' ' ')"; fi
+python3 $PY fuse-gptoss "$W/oss-dec" "$W/oss-lie" down_untransposed > /dev/null
+$FF quantize "$W/oss-lie" "$W/oss-lie-q" > "$W/oss-lie.out" 2>&1; rc=$?
+if [ "$rc" -eq 1 ] && [ ! -e "$W/oss-lie-q" ] && grep -q 'experts.down_proj: BF16 \[4, 128, 96\] disagrees with config.json.*expected \[4, 96, 128\]' "$W/oss-lie.out"; then
+    pass "sources_gptoss_bf16_shape_lies" "$(head -c 160 "$W/oss-lie.out")"
+else fail "sources_gptoss_bf16_shape_lies" "rc=$rc $(tr '\n' ' ' < "$W/oss-lie.out")"; fi
+$FF verify "$W/oss-bf16-q" --against "$W/oss-bf16" > "$W/oss-bf16-v.out" 2>&1; rc=$?
+if [ "$rc" -eq 2 ] && grep -q 'against a gpt-oss bf16 fused experts source is not supported' "$W/oss-bf16-v.out"; then
+    pass "sources_gptoss_bf16_verify_against" "refused, pointing at the decoded copy"
+else fail "sources_gptoss_bf16_verify_against" "rc=$rc $(tr '\n' ' ' < "$W/oss-bf16-v.out")"; fi
+# synth's own bf16 preset (the same layout): quantize + verify, and gpt-oss-120b's plan from it
+$FF_FAST synth --arch gpt-oss-20b-bf16 "$W/oss16" > /dev/null 2>&1
+if $FF quantize "$W/oss16" "$W/oss16-q" > "$W/oss16-q.out" 2>&1 && $FF verify "$W/oss16-q" > "$W/oss16-v.out" 2>&1 &&
+    grep -q '24 expert Linears' "$W/oss16-q.out"; then
+    pass "sources_gptoss_bf16_synth_quantize_verify" "$(grep -o 'quantized .*' "$W/oss16-q.out")"
+else fail "sources_gptoss_bf16_synth_quantize_verify" "$(tail -2 "$W/oss16-q.out" "$W/oss16-v.out" | tr '\n' ' ')"; fi
+gptoss_real_plan gpt-oss-120b-bf16 sources_gptoss_bf16 "the fused bf16 headers (218 GiB)"
+rm -rf "$W/oss-dec" "$W/oss-bf16" "$W/oss-bf16-q" "$W/oss-ref-q" "$W/oss-lie" "$W/oss16" "$W/oss16-q"
+gptoss_real_plan gpt-oss-120b sources_gptoss "MXFP4 headers"
 exit $GOLDEN_RC

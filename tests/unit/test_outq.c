@@ -1,8 +1,11 @@
-/* The output queue: rows from many threads land at their place in the
- * right shard whatever order they are queued in, and a failed write comes
- * back to the caller as one error naming the file. */
+/* The output queue, over the public writer: rows from many threads land
+ * at their place in the right shard whatever order they are queued in, and
+ * a failed write comes back to the caller as one error naming the file. */
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
 #include <sys/stat.h>
 #include <stdint.h>
@@ -11,8 +14,8 @@
 
 #include "outq.h"
 #include "safetensors.h"
-#include "shards.h"
 #include "unit.h"
+#include "writer.h"
 
 #define WORKERS 4
 #define TASKS 203          /* not a multiple of WORKERS: uneven last round */
@@ -46,22 +49,50 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static int open_set(shard_set *ss, st_out *outs, ff_err *e)
+/* A writer staging into dir/<name>, its tensors laid out. */
+static ckpt_writer *open_writer(const char *name, const st_out *outs, uint64_t shard_size)
 {
-    st_out o[3] = {{.name = "a", .dtype = FF_DT_U8, .ndim = 1, .shape = {TASKS * ROW_A}, .nbytes = TASKS * ROW_A},
-                   {.name = "b", .dtype = FF_DT_U8, .ndim = 1, .shape = {8}, .nbytes = 8},
-                   {.name = "c", .dtype = FF_DT_U8, .ndim = 1, .shape = {TASKS * ROW_B}, .nbytes = TASKS * ROW_B}};
-    memcpy(outs, o, sizeof o);
-    /* shard size: a and b in the first file, c in the second */
-    return shards_open(ss, outs, 3, TASKS * ROW_A + 8, dir, e);
+    char path[96];
+    ff_err e = {0};
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ckpt_writer *w = ckpt_writer_begin(path, 0, NULL, &e);
+    if (w && ckpt_writer_layout(w, outs, 3, shard_size, &e) != FF_OK) {
+        ckpt_writer_free(w);
+        return NULL;
+    }
+    return w;
 }
 
-static int bytes_match(const shard_set *ss, size_t out)
+static const st_out set_outs[3] = {
+    {.name = "a", .dtype = FF_DT_U8, .ndim = 1, .shape = {TASKS * ROW_A}, .nbytes = TASKS * ROW_A},
+    {.name = "b", .dtype = FF_DT_U8, .ndim = 1, .shape = {8}, .nbytes = 8},
+    {.name = "c", .dtype = FF_DT_U8, .ndim = 1, .shape = {TASKS * ROW_B}, .nbytes = TASKS * ROW_B}};
+
+/* shard size: a and b in the first file, c in the second */
+static ckpt_writer *open_set(const char *name) { return open_writer(name, set_outs, TASKS * ROW_A + 8); }
+
+/* Shard k's file in the staging folder (the writer names them as HF does). */
+static const char *shard_path(const ckpt_writer *w, size_t k)
 {
-    int fd = open(ss->paths[ss->out_shard[out]], O_RDONLY);
-    uint64_t n = ss->outs[out].nbytes;
+    static char path[256];
+    size_t n = ckpt_writer_shard_count(w);
+    if (n == 1)
+        snprintf(path, sizeof path, "%s/model.safetensors", ckpt_writer_dir(w));
+    else
+        snprintf(path, sizeof path, "%s/model-%05zu-of-%05zu.safetensors", ckpt_writer_dir(w), k + 1, n);
+    return path;
+}
+
+static int bytes_match(const ckpt_writer *w, const st_out *outs, size_t out)
+{
+    ckpt_place at;
+    ff_err e = {0};
+    uint64_t n = outs[out].nbytes;
+    if (ckpt_writer_locate(w, out, 0, n, &at, &e) != FF_OK)
+        return 0;
+    int fd = open(shard_path(w, at.shard), O_RDONLY);
     uint8_t *got = malloc(n);
-    int ok = fd >= 0 && got && pread(fd, got, n, (off_t)ss->out_abs[out]) == (ssize_t)n;
+    int ok = fd >= 0 && got && pread(fd, got, n, (off_t)at.off) == (ssize_t)n;
     for (uint64_t i = 0; ok && i < n; i++)
         ok = got[i] == pattern(out, i);
     free(got);
@@ -70,39 +101,52 @@ static int bytes_match(const shard_set *ss, size_t out)
     return ok;
 }
 
-/* A shard whose descriptor cannot be written: the error names the file,
+/* Writes past `bytes` into any file fail with EFBIG (and no signal), as a
+ * full disk fails them; 0 lifts the limit again. */
+static void limit_file_size(rlim_t bytes)
+{
+    static struct rlimit saved;
+    static int have;
+    if (!have) {
+        getrlimit(RLIMIT_FSIZE, &saved);
+        have = 1;
+    }
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit r = {.rlim_cur = bytes ? bytes : saved.rlim_cur, .rlim_max = saved.rlim_max};
+    setrlimit(RLIMIT_FSIZE, &r);
+}
+
+/* Writes into shard 0 past its first 4 KB fail: the error names the file,
  * is reported once, and the buffers still come back to their thread. */
 static void test_failed_write_is_reported(void)
 {
-    shard_set ss;
-    st_out outs[3];
+    ckpt_writer *w = open_set("failed");
     ff_err e = {0};
-    CHECK(open_set(&ss, outs, &e) == FF_OK);
-    close(ss.fds[1]);
-    ss.fds[1] = open(ss.paths[1], O_RDONLY);
-    outq *q = outq_create(&ss, 1);
+    CHECK(w != NULL);
+    outq *q = outq_create(w, 1);
     CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
+    limit_file_size(4096);
     for (int t = 0; t < OUTQ_DEPTH + 2; t++) {
         uint8_t *buf = outq_buffer(q, 0);
         memset(buf, 1, ROW_A + ROW_B);
         outq_submit(q, 0, buf, 0, (uint64_t)t * ROW_A, ROW_A, 2, (uint64_t)t * ROW_B, ROW_B);
     }
+    limit_file_size(0);
     CHECK(outq_error(q, &e) == FF_EIO);
-    CHECK(strstr(e.msg, ss.paths[1]) && strstr(e.msg, "write failed"));
+    CHECK(strstr(e.msg, shard_path(w, 0)) && strstr(e.msg, "write failed"));
     CHECK(outq_error(q, &e) == FF_OK);
     outq_free(q);
-    shards_free(&ss);
+    ckpt_writer_free(w);
 }
 
 /* Rows placed past their tensor (a caller's bug) are refused as the
  * mutex path refused them, reported once, and their buffer stays free. */
 static void test_range_past_tensor_is_refused(void)
 {
-    shard_set ss;
-    st_out outs[3];
+    ckpt_writer *w = open_set("past");
     ff_err e = {0};
-    CHECK(open_set(&ss, outs, &e) == FF_OK);
-    outq *q = outq_create(&ss, 1);
+    CHECK(w != NULL);
+    outq *q = outq_create(w, 1);
     CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
     for (int t = 0; t < OUTQ_DEPTH + 2; t++) {
         uint8_t *buf = outq_buffer(q, 0);
@@ -112,7 +156,7 @@ static void test_range_past_tensor_is_refused(void)
     CHECK(strstr(e.msg, "internal: tensor a") && strstr(e.msg, "past its"));
     CHECK(outq_error(q, &e) == FF_OK);
     outq_free(q);
-    shards_free(&ss);
+    ckpt_writer_free(w);
 }
 
 /* Tensors a and c through the queue, tasks interleaved over WORKERS threads. */
@@ -120,19 +164,19 @@ static void run_workers(outq *q)
 {
     pthread_t th[WORKERS];
     run r[WORKERS];
-    for (int w = 0; w < WORKERS; w++) {
-        r[w] = (run){q, w};
-        pthread_create(&th[w], NULL, worker_main, &r[w]);
+    for (int k = 0; k < WORKERS; k++) {
+        r[k] = (run){q, k};
+        pthread_create(&th[k], NULL, worker_main, &r[k]);
     }
-    for (int w = 0; w < WORKERS; w++)
-        pthread_join(th[w], NULL);
+    for (int k = 0; k < WORKERS; k++)
+        pthread_join(th[k], NULL);
 }
 
 /* Tensors a and c through the queue, tasks interleaved over WORKERS
  * threads, then tensor b unless the caller leaves it out. */
-static void write_all(shard_set *ss, int skip_b)
+static void write_all(ckpt_writer *w, int skip_b)
 {
-    outq *q = outq_create(ss, WORKERS);
+    outq *q = outq_create(w, WORKERS);
     CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
     run_workers(q);
     ff_err e = {0};
@@ -140,20 +184,20 @@ static void write_all(shard_set *ss, int skip_b)
     outq_free(q);
     uint8_t b[8] = {0};
     if (!skip_b)
-        CHECK(shards_write(ss, 1, b, sizeof b, &e) == FF_OK);
+        CHECK(ckpt_writer_put(w, 1, b, sizeof b, &e) == FF_OK);
 }
 
 static void test_every_piece_lands_in_place(void)
 {
-    shard_set ss;
-    st_out outs[3];
-    ff_err e = {0};
-    CHECK(open_set(&ss, outs, &e) == FF_OK);
-    CHECK_EQ_INT(ss.nshards, 2);
-    write_all(&ss, 1);
-    CHECK(bytes_match(&ss, 0));
-    CHECK(bytes_match(&ss, 2));
-    shards_free(&ss);
+    ckpt_writer *w = open_set("every");
+    CHECK(w != NULL);
+    CHECK_EQ_INT(ckpt_writer_shard_count(w), 2);
+    uint64_t headers = ckpt_writer_bytes(w);
+    write_all(w, 1);
+    CHECK(ckpt_writer_bytes(w) == headers + TASKS * (ROW_A + ROW_B));
+    CHECK(bytes_match(w, set_outs, 0));
+    CHECK(bytes_match(w, set_outs, 2));
+    ckpt_writer_free(w);
 }
 
 static long long file_size(const char *path)
@@ -166,46 +210,43 @@ static long long file_size(const char *path)
  * close when every byte has landed. */
 static void test_reserved_shards_close_when_complete(void)
 {
-    shard_set ss;
-    st_out outs[3];
+    ckpt_writer *w = open_set("reserved");
     ff_err e = {0};
-    CHECK(open_set(&ss, outs, &e) == FF_OK);
-    CHECK(shards_reserve(&ss, &e) == FF_OK);
-    for (size_t k = 0; k < ss.nshards; k++)
-        CHECK(file_size(ss.paths[k]) == (long long)ss.shard_bytes[k]);
-    write_all(&ss, 0);
-    CHECK(shards_close(&ss, dir, &e) == FF_OK);
-    CHECK(bytes_match(&ss, 0) && bytes_match(&ss, 2));
-    shards_free(&ss);
+    CHECK(w != NULL);
+    CHECK(ckpt_writer_reserve(w, &e) == FF_OK);
+    long long size[2] = {file_size(shard_path(w, 0)), file_size(shard_path(w, 1))};
+    CHECK(size[0] > TASKS * ROW_A + 8 && size[1] > TASKS * ROW_B);
+    write_all(w, 0);
+    CHECK(ckpt_writer_close(w, NULL, NULL, 0, &e) == FF_OK);
+    CHECK(file_size(shard_path(w, 0)) == size[0] && file_size(shard_path(w, 1)) == size[1]);
+    CHECK(bytes_match(w, set_outs, 0) && bytes_match(w, set_outs, 2));
+    ckpt_writer_free(w);
 }
 
 /* A reserved shard reads as zeros where nothing was written, so a tensor
  * never written is refused at close, naming the file. */
 static void test_reserved_shard_missing_bytes_is_refused(void)
 {
-    shard_set ss;
-    st_out outs[3];
+    ckpt_writer *w = open_set("missing");
     ff_err e = {0};
-    CHECK(open_set(&ss, outs, &e) == FF_OK);
-    CHECK(shards_reserve(&ss, &e) == FF_OK);
-    write_all(&ss, 1);
-    CHECK(shards_close(&ss, dir, &e) == FF_EIO);
-    CHECK(strstr(e.msg, ss.paths[0]) && strstr(e.msg, "bytes written of its"));
-    shards_free(&ss);
+    CHECK(w != NULL);
+    CHECK(ckpt_writer_reserve(w, &e) == FF_OK);
+    write_all(w, 1);
+    CHECK(ckpt_writer_close(w, NULL, NULL, 0, &e) == FF_EIO);
+    CHECK(strstr(e.msg, shard_path(w, 0)) && strstr(e.msg, "bytes written of its"));
+    ckpt_writer_free(w);
 }
 
 /* Tensor k of KEPT bytes (three pieces, the last one short) between the
  * queued rows of a and c: mapped from a file as quantize maps its input. */
 #define KEPT ((2u << 20) + 4099)
 
-static int open_kept_set(shard_set *ss, st_out *outs, ff_err *e)
-{
-    st_out o[3] = {{.name = "a", .dtype = FF_DT_U8, .ndim = 1, .shape = {TASKS * ROW_A}, .nbytes = TASKS * ROW_A},
-                   {.name = "k", .dtype = FF_DT_U8, .ndim = 1, .shape = {KEPT}, .nbytes = KEPT},
-                   {.name = "c", .dtype = FF_DT_U8, .ndim = 1, .shape = {TASKS * ROW_B}, .nbytes = TASKS * ROW_B}};
-    memcpy(outs, o, sizeof o);
-    return shards_open(ss, outs, 3, TASKS * ROW_A + KEPT, dir, e);
-}
+static const st_out kept_outs[3] = {
+    {.name = "a", .dtype = FF_DT_U8, .ndim = 1, .shape = {TASKS * ROW_A}, .nbytes = TASKS * ROW_A},
+    {.name = "k", .dtype = FF_DT_U8, .ndim = 1, .shape = {KEPT}, .nbytes = KEPT},
+    {.name = "c", .dtype = FF_DT_U8, .ndim = 1, .shape = {TASKS * ROW_B}, .nbytes = TASKS * ROW_B}};
+
+static ckpt_writer *open_kept_set(const char *name) { return open_writer(name, kept_outs, TASKS * ROW_A + KEPT); }
 
 /* Tensor k's bytes, in a buffer the caller frees. */
 static uint8_t *kept_bytes(void)
@@ -242,23 +283,22 @@ static const uint8_t *map_kept_source(st_file *f)
     return st_data(f, &f->tensors[0]);
 }
 
-/* The kept-tensor tests' set-up: the shards, tensor k's mapped source, and
+/* The kept-tensor tests' set-up: the writer, tensor k's mapped source, and
  * a queue for `workers` threads. */
 typedef struct kept_fixture {
-    shard_set ss;
-    st_out outs[3];
+    ckpt_writer *w;
     st_file kf;
     const uint8_t *src;
     outq *q;
 } kept_fixture;
 
-static void kept_open(kept_fixture *f, int workers)
+static void kept_open(kept_fixture *f, const char *name, int workers)
 {
-    ff_err e = {0};
-    CHECK(open_kept_set(&f->ss, f->outs, &e) == FF_OK);
+    f->w = open_kept_set(name);
+    CHECK(f->w != NULL);
     f->src = map_kept_source(&f->kf);
     CHECK(f->src != NULL);
-    f->q = outq_create(&f->ss, workers);
+    f->q = outq_create(f->w, workers);
     CHECK(f->q && outq_reserve(f->q, ROW_A + ROW_B) == 0);
 }
 
@@ -266,7 +306,7 @@ static void kept_close(kept_fixture *f)
 {
     outq_free(f->q);
     st_close(&f->kf);
-    shards_free(&f->ss);
+    ckpt_writer_free(f->w);
 }
 
 /* Kept bytes queued from a mapping land in place, some of them in the
@@ -276,15 +316,15 @@ static void test_mapped_pieces_land_between_rows(void)
 {
     kept_fixture f;
     ff_err e = {0};
-    kept_open(&f, WORKERS);
+    kept_open(&f, "mapped", WORKERS);
+    uint64_t rows_only = ckpt_writer_bytes(f.w) + TASKS * (ROW_A + ROW_B);
     outq_queue_mapped(f.q, 1, f.src, KEPT, (outq_check){0});
     run_workers(f.q);
-    uint64_t rows_only = f.ss.out_abs[0] + TASKS * ROW_A;
-    CHECK(atomic_load(&f.ss.landed[0]) > rows_only);
+    CHECK(ckpt_writer_bytes(f.w) > rows_only);
     CHECK(outq_drain(f.q, &e) == FF_OK);
-    CHECK(atomic_load(&f.ss.landed[0]) == rows_only + KEPT);
+    CHECK(ckpt_writer_bytes(f.w) == rows_only + KEPT);
     CHECK(outq_drain(f.q, &e) == FF_OK);
-    CHECK(bytes_match(&f.ss, 0) && bytes_match(&f.ss, 1) && bytes_match(&f.ss, 2));
+    CHECK(bytes_match(f.w, kept_outs, 0) && bytes_match(f.w, kept_outs, 1) && bytes_match(f.w, kept_outs, 2));
     CHECK(f.src[KEPT - 1] == pattern(1, KEPT - 1));
     kept_close(&f);
 }
@@ -295,12 +335,13 @@ static void test_mapped_write_failure_is_reported(void)
 {
     kept_fixture f;
     ff_err e = {0};
-    kept_open(&f, 1);
-    close(f.ss.fds[0]);
-    f.ss.fds[0] = open(f.ss.paths[0], O_RDONLY);
+    kept_open(&f, "mapped-fail", 1);
     outq_queue_mapped(f.q, 1, f.src, KEPT, (outq_check){0});
-    CHECK(outq_drain(f.q, &e) == FF_EIO);
-    CHECK(strstr(e.msg, f.ss.paths[0]) && strstr(e.msg, "write failed"));
+    limit_file_size(4096);
+    int rc = outq_drain(f.q, &e);
+    limit_file_size(0);
+    CHECK(rc == FF_EIO);
+    CHECK(strstr(e.msg, shard_path(f.w, 0)) && strstr(e.msg, "write failed"));
     CHECK(outq_error(f.q, &e) == FF_OK);
     kept_close(&f);
 }
@@ -332,34 +373,35 @@ static void test_mapped_piece_check_stops_its_write(void)
 {
     kept_fixture f;
     ff_err e = {0};
-    kept_open(&f, 1);
+    kept_open(&f, "checked", 1);
     seen s = {0};
-    uint64_t before = atomic_load(&f.ss.landed[0]);
+    uint64_t before = ckpt_writer_bytes(f.w);
     outq_queue_mapped(f.q, 1, f.src, KEPT, (outq_check){.fn = check_fails_second, .ctx = &s, .tensor = "k"});
     CHECK(outq_drain(f.q, &e) == FF_EIO);
     CHECK(strstr(e.msg, "tensor k: bad element in piece at 1048576") != NULL);
     CHECK(s.n == 2 && s.at[0] == 0 && s.at[1] == (1u << 20));
-    CHECK(atomic_load(&f.ss.landed[0]) == before + (1u << 20));
+    CHECK(ckpt_writer_bytes(f.w) == before + (1u << 20));
     kept_close(&f);
 }
 
 /* Buffers that one write call cannot take whole (each call writes at most
  * 1 MB) land in place and are all counted: a shard short of bytes by the
  * count would be refused at close. */
-static void test_pwritev_over_many_calls_counts_every_byte(void)
+static void test_writev_over_many_calls_counts_every_byte(void)
 {
-    shard_set ss;
-    st_out outs[3];
+    ckpt_writer *w = open_kept_set("writev");
     ff_err e = {0};
-    CHECK(open_kept_set(&ss, outs, &e) == FF_OK);
+    CHECK(w != NULL);
     uint8_t *b = kept_bytes();
     struct iovec iov[3] = {{b, 700000}, {b + 700000, 900000}, {b + 1600000, KEPT - 1600000}};
-    uint64_t before = atomic_load(&ss.landed[0]);
-    CHECK(shards_pwritev(&ss, 0, ss.out_abs[1], iov, 3, &e) == FF_OK);
-    CHECK(atomic_load(&ss.landed[0]) == before + KEPT);
-    CHECK(bytes_match(&ss, 1));
+    uint64_t before = ckpt_writer_bytes(w);
+    ckpt_place at;
+    CHECK(ckpt_writer_locate(w, 1, 0, KEPT, &at, &e) == FF_OK);
+    CHECK(ckpt_writer_writev(w, at, iov, 3, &e) == FF_OK);
+    CHECK(ckpt_writer_bytes(w) == before + KEPT);
+    CHECK(bytes_match(w, kept_outs, 1));
     free(b);
-    shards_free(&ss);
+    ckpt_writer_free(w);
 }
 
 int main(void)
@@ -374,7 +416,7 @@ int main(void)
     RUN(test_mapped_pieces_land_between_rows);
     RUN(test_mapped_write_failure_is_reported);
     RUN(test_mapped_piece_check_stops_its_write);
-    RUN(test_pwritev_over_many_calls_counts_every_byte);
+    RUN(test_writev_over_many_calls_counts_every_byte);
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)

@@ -50,17 +50,22 @@ static int gpt_oss_matches(const json_t *config)
     return strcmp(jsonio_str(config, "model_type", ""), "gpt_oss") == 0;
 }
 
-/* ---- synth: OpenAI's published layout, experts in MXFP4 -------------------- */
+/* ---- synth: OpenAI's published layout (experts in MXFP4), or the bf16 copy
+ * transformers saves of it (experts fused and transposed) ---------------- */
 
 static const ff_synth_preset gpt_oss_presets[] = {
     {"gpt-oss-20b", "gpt-oss-20b (real: 24 layers, 32 experts of 2880, top-4; experts MXFP4 as published)"},
     {"gpt-oss-120b", "gpt-oss-120b (real: 36 layers, 128 experts of 2880, top-4; experts MXFP4 as published)"},
+    {"gpt-oss-20b-bf16", "gpt-oss-20b as transformers saves it in bf16 (experts fused [E, H, 2I] / [E, I, H])"},
+    {"gpt-oss-120b-bf16", "gpt-oss-120b as transformers saves it in bf16 (experts fused [E, H, 2I] / [E, I, H])"},
     {NULL, NULL},
 };
 
+static int bf16_layout(const synth_geom *g) { return strstr(g->preset, "-bf16") != NULL; }
+
 static int gpt_oss_synth_preset(const char *preset, const char *size, synth_geom *g, ff_err *e)
 {
-    int real, big = strcmp(preset, "gpt-oss-120b") == 0, rc = ff_decoder_synth_begin(size, 1, g, &real, e);
+    int real, big = strncmp(preset, "gpt-oss-120b", 12) == 0, rc = ff_decoder_synth_begin(size, 1, g, &real, e);
     if (rc)
         return rc;
     if (real) {
@@ -93,6 +98,13 @@ static void experts(const synth_geom *g, synth_list *l, int i)
     int64_t H = g->hidden, I = g->moe_intermediate, E = g->experts;
     synth_add(l, SYNTH_NORMAL, 2, E, H, 0, "model.layers.%d.mlp.router.weight", i);
     synth_add(l, SYNTH_NORMAL, 1, E, 0, 0, "model.layers.%d.mlp.router.bias", i);
+    if (bf16_layout(g)) {   /* GptOssExperts' own parameters, used as x @ W */
+        synth_add(l, SYNTH_NORMAL, 3, E, H, 2 * I, "model.layers.%d.mlp.experts.gate_up_proj", i);
+        synth_add(l, SYNTH_NORMAL, 2, E, 2 * I, 0, "model.layers.%d.mlp.experts.gate_up_proj_bias", i);
+        synth_add(l, SYNTH_NORMAL, 3, E, I, H, "model.layers.%d.mlp.experts.down_proj", i);
+        synth_add(l, SYNTH_NORMAL, 2, E, H, 0, "model.layers.%d.mlp.experts.down_proj_bias", i);
+        return;
+    }
     synth_add_blocks(l, E, 2 * I, H / 32, "model.layers.%d.mlp.experts.gate_up_proj_blocks", i);
     synth_add(l, SYNTH_E8M0, 3, E, 2 * I, H / 32, "model.layers.%d.mlp.experts.gate_up_proj_scales", i);
     synth_add(l, SYNTH_NORMAL, 2, E, 2 * I, 0, "model.layers.%d.mlp.experts.gate_up_proj_bias", i);
@@ -106,7 +118,7 @@ static int gpt_oss_synth_tensors(const synth_geom *g, synth_list *l, ff_err *e)
     int rc = ff_decoder_synth_check(g, e);
     if (rc)
         return rc;
-    if (g->hidden % 32 || g->moe_intermediate % 32)
+    if (!bf16_layout(g) && (g->hidden % 32 || g->moe_intermediate % 32))
         return ff_fail(e, FF_EUSAGE, "gpt-oss: hidden and intermediate sizes must be multiples of 32 (MXFP4 groups)");
     synth_add(l, SYNTH_NORMAL, 2, g->vocab, g->hidden, 0, "model.embed_tokens.weight");
     for (int i = 0; i < g->layers; i++) {
@@ -126,6 +138,8 @@ static json_t *gpt_oss_synth_config(const synth_geom *g)
     for (int i = 0; i < g->layers; i++)
         json_array_append_new(types, json_string(i % 2 ? "full_attention" : "sliding_attention"));
     json_object_set_new(c, "layer_types", types);
+    /* the config calls the expert width intermediate_size (no dense MLP): --moe-intermediate sets it */
+    json_object_set_new(c, "intermediate_size", json_integer(g->moe_intermediate));
     json_object_set_new(c, "num_local_experts", json_integer(g->experts));
     json_object_set_new(c, "num_experts_per_tok", json_integer(g->top_k));
     json_object_set_new(c, "experts_per_token", json_integer(g->top_k));
@@ -134,10 +148,11 @@ static json_t *gpt_oss_synth_config(const synth_geom *g)
     json_object_set_new(c, "swiglu_limit", json_real(7.0));
     json_object_set_new(c, "rms_norm_eps", json_real(1e-5));
     json_object_set_new(c, "rope_theta", json_real(150000.0));
-    json_object_set_new(c, "quantization_config",
-                        json_pack("{s:s, s:[s, s, s, s]}", "quant_method", "mxfp4", "modules_to_not_convert",
-                                  "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
-                                  "lm_head"));
+    if (!bf16_layout(g))
+        json_object_set_new(c, "quantization_config",
+                            json_pack("{s:s, s:[s, s, s, s]}", "quant_method", "mxfp4", "modules_to_not_convert",
+                                      "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
+                                      "lm_head"));
     return c;
 }
 
