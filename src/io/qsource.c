@@ -667,6 +667,49 @@ int qs_rows_absmax(const qs_rows *r, uint64_t r0, uint64_t n, float *amax)
     return 0;
 }
 
+/* Why one block can give a tensor's amax: no value exceeds code 0x7e (448,
+ * E4M3's largest finite) under the largest |scale|, so a block under that
+ * scale that holds it gives the amax. DeepSeek-style scales (each block's
+ * amax / 448) put 448 in every block. */
+int qs_rows_top_absmax(const qs_rows *r, float *amax)
+{
+    if (r->kind != QS_FP8_BLOCK || !r->rows || !r->cols)
+        return 1;
+    uint64_t sr = (r->rows + FP8B_BLOCK - 1) / FP8B_BLOCK, sc = (r->cols + FP8B_BLOCK - 1) / FP8B_BLOCK;
+    float top = 0.0f;
+    for (uint64_t i = 0; i < sr * sc; i++) {
+        float s = fabsf(r->fp8_scales[i]);
+        if (!(s <= FLT_MAX))
+            return 1;   /* NaN or infinite: the amax pass names the element */
+        top = s > top ? s : top;
+    }
+    uint8_t m = 0x7e;
+    uint16_t v;
+    fp8b_decode_rows(&m, &top, 1, 1, 0, 1, &v);
+    float bound = ff_bf16_to_f32(v), best = 0.0f;
+    if (top == 0.0f || !(bound <= FLT_MAX))
+        return 1;
+    for (uint64_t i = 0; i < sr * sc && best < bound; i++) {
+        if (fabsf(r->fp8_scales[i]) != top)
+            continue;
+        uint64_t a = i / sc * FP8B_BLOCK, z = a + FP8B_BLOCK < r->rows ? a + FP8B_BLOCK : r->rows;
+        block_max_codes(r, a, z, i % sc, 1, &m);
+        if (block_absmax(r, m, i / sc, sc, i % sc, &best) != 0)
+            return 1;
+    }
+    if (best < bound)
+        return 1;
+    *amax = best;
+    return 0;
+}
+
+/* Any NaN byte (0x7f or 0xff) among rows [r0, r0 + n): one read of the
+ * codes, contiguous. */
+int qs_rows_nan(const qs_rows *r, uint64_t r0, uint64_t n)
+{
+    return r->kind == QS_FP8_BLOCK && e4m3_max_code(r->data + r0 * r->cols, n * r->cols) == 0x7f;
+}
+
 void qs_rows_close(const ckpt *c, const qs_weight *w, qs_rows *r)
 {
     free(r->fp8_scales);

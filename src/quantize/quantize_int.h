@@ -95,6 +95,7 @@ typedef struct unit_job {
     struct unit_job *side;
     size_t *side_first;       /* per task: its first task of side's; then side->ntasks */
     int amax_done;            /* its amax pass ran inside the previous unit's */
+    int codes_unread;         /* FP8 amax from the top-scale blocks: the quantizing pass checks for NaN bytes */
 } unit_job;
 
 /* Small outputs (scales, the 4-byte global scales, tiny experts) gathered

@@ -130,6 +130,19 @@ void qz_stream_task_rows(const unit_job *j, size_t t, int worker, const uint8_t 
                 r * (m->cols / NVFP4_GROUP), n * (m->cols / NVFP4_GROUP));
 }
 
+/* The amax came from the top-scale blocks, so a NaN byte elsewhere shows
+ * first here; qz_write_unit refuses the unit after the pass. */
+static void check_codes(unit_job *j, size_t t, const uint8_t *rows)
+{
+    size_t k = j->task_member[t];
+    const plan_member *m = &j->p->members[j->u->first + k];
+    uint64_t bad;
+    float amax;
+    if (qs_rows_nan(&j->lazy[k], j->task_row[t], qz_task_rows(j, t)) &&
+        nvfp4_absmax_fast(rows, FF_DT_BF16, qz_task_rows(j, t) * m->cols, &amax, &bad))
+        j->task_bad[t] = j->task_row[t] * m->cols + bad;   /* by rows: row0 0, not transposed */
+}
+
 static void quant_task(void *ctx, size_t t, int worker)
 {
     unit_job *j = ctx;
@@ -137,6 +150,8 @@ static void quant_task(void *ctx, size_t t, int worker)
     const plan_member *m = &j->p->members[j->u->first + k];
     uint8_t *pk, *sc;
     const uint8_t *rows = task_source(j, t, worker);
+    if (j->codes_unread)
+        check_codes(j, t, rows);
     qz_task_outputs(j, t, worker, &pk, &sc);
     j->kernel(rows, m->src->st->dtype, m->cols, 0, qz_task_rows(j, t), j->gs, pk, sc);
     qz_release_task_rows(j, t);
@@ -432,6 +447,37 @@ static int attach_side(unit_job *j, unit_job *side)
     return 0;
 }
 
+/* An FP8-block unit's amax from its top-scale blocks (qs_rows_top_absmax),
+ * so the amax pass need not read every code: 1 when every member gave it. */
+static int amax_from_scales(unit_job *j)
+{
+    float amax = 0.0f, a;
+    for (size_t k = 0; k < j->u->count; k++) {
+        if (!by_rows(j, k) || qs_rows_top_absmax(&j->lazy[k], &a) != 0)
+            return 0;
+        amax = a > amax ? a : amax;
+    }
+    for (size_t t = 0; t < j->ntasks; t++) {
+        j->task_amax[t] = t ? 0.0f : amax;
+        j->task_bad[t] = UINT64_MAX;
+    }
+    j->codes_unread = 1;
+    return 1;
+}
+
+/* The first task whose rows hold a NaN or Inf, named by its element. */
+static int refuse_bad_task(const unit_job *j, ff_err *e)
+{
+    for (size_t t = 0; t < j->ntasks; t++) {
+        if (j->task_bad[t] == UINT64_MAX)
+            continue;
+        const plan_member *m = &j->p->members[j->u->first + j->task_member[t]];
+        return ff_fail(e, FF_EIO, "%s: tensor %s: element %llu is NaN or Inf; refusing to quantize it",
+                       ckpt_path(j->c, m->src), m->src->st->name, (unsigned long long)j->task_bad[t]);
+    }
+    return FF_OK;
+}
+
 /* The unit's amax (unless it rode along), global scale, quantizing pass
  * (carrying side's amax pass when side is given) and outputs; frees j. */
 int qz_write_unit(unit_job *j, unit_job *side, ff_pool *pool, io_state *io, ckpt_writer *wr, ff_err *e)
@@ -439,20 +485,14 @@ int qz_write_unit(unit_job *j, unit_job *side, ff_pool *pool, io_state *io, ckpt
     const plan *p = j->p;
     const plan_unit *u = j->u;
     int rc = FF_OK;
-    if (!j->amax_done) {
+    if (!j->amax_done && !amax_from_scales(j)) {
         arm_blocks(j);
         qz_run_tasks(pool, j, absmax_task);
     }
     float amax = 0.0f;
-    for (size_t t = 0; t < j->ntasks; t++) {
-        if (j->task_bad[t] != UINT64_MAX) {
-            const plan_member *m = &p->members[u->first + j->task_member[t]];
-            rc = ff_fail(e, FF_EIO, "%s: tensor %s: element %llu is NaN or Inf; refusing to quantize it",
-                         ckpt_path(j->c, m->src), m->src->st->name, (unsigned long long)j->task_bad[t]);
-            break;
-        }
+    rc = refuse_bad_task(j, e);
+    for (size_t t = 0; t < j->ntasks; t++)
         amax = j->task_amax[t] > amax ? j->task_amax[t] : amax;
-    }
     if (rc == FF_OK) {
         if (j->obs)
             amax = qz_observe_ranges(j, pool);
@@ -466,6 +506,8 @@ int qz_write_unit(unit_job *j, unit_job *side, ff_pool *pool, io_state *io, ckpt
             qz_run_tasks(pool, j, j->obs ? qz_quant_ranges_task : quant_task);
         }
         rc = outq_error(io->q, e);
+        if (rc == FF_OK)
+            rc = refuse_bad_task(j, e);
         for (size_t k = 0; k < u->count && rc == FF_OK; k++) {
             const plan_member *m = &p->members[u->first + k];
             if (!j->streamed) {   /* a streamed unit's tasks queued their rows */

@@ -70,6 +70,17 @@ def bad(good, out, kind):
     if kind == "fp8_nan_byte":   # E4M3 0xff (NaN) at element 77 of an FP8 weight
         s, _ = h[mod + ".weight"]["data_offsets"]
         data[s + 77] = 0xFF
+    elif kind == "fp8_nan_low_block":   # 0xff in the smallest-scale block, away from the
+        # top-scale block whose 448 gives the amax: found by the quantizing pass
+        rows, cols = h[mod + ".weight"]["shape"]
+        sr, sc = h[mod + ".weight_scale_inv"]["shape"]
+        s0, _ = h[mod + ".weight_scale_inv"]["data_offsets"]
+        scales = struct.unpack_from("<%df" % (sr * sc), data, s0)
+        low = min(range(sr * sc), key=lambda i: abs(scales[i]))
+        elem = (low // sc * 128 + 5) * cols + low % sc * 128 + 3
+        s, _ = h[mod + ".weight"]["data_offsets"]
+        data[s + elem] = 0xFF
+        mod = "weight: element %d is NaN or Inf" % elem
     elif kind == "fp8_inf_scale":  # an infinite block scale: its block decodes to Inf and NaN
         s, _ = h[mod + ".weight_scale_inv"]["data_offsets"]
         struct.pack_into("<f", data, s, float("inf"))

@@ -67,10 +67,12 @@ hostile int4_weight_shape_lies "$W/k25" shape_lies
 hostile int4_missing_scale "$W/k25" no_scale
 hostile int4_bits_8 "$W/k25" bits_8 num_bits
 hostile mxfp4_e8m0_255 "$W/mx" e8m0_255
-# FP8-block: the amax pass reads codes only; a NaN byte or a non-finite block is still named by element
+# FP8-block: the amax pass reads codes only (or only the top-scale blocks); a NaN byte or a
+# non-finite block is still named by element, one away from the top-scale blocks by the quantizing pass
 $FF_FAST synth --arch kimi-k2 --source fp8-block --layers 2 --experts 2 "$W/fp8" > /dev/null || fail "sources_fp8_synth"
 hostile fp8_nan_byte "$W/fp8" fp8_nan_byte "weight: element 77 is NaN or Inf"
 hostile fp8_inf_scale "$W/fp8" fp8_inf_scale "weight: element 0 is NaN or Inf"
+hostile fp8_nan_low_block "$W/fp8" fp8_nan_low_block
 
 # Kimi-K2.5 at real geometry: plan from INT4 sparse headers (best of two)
 $FF_FAST synth --arch kimi-k2.5 --size real --sparse --source int4 "$W/k25-real" > /dev/null || fail "sources_k25_real_synth"

@@ -210,6 +210,72 @@ static void fp8_absmax_from_codes(void)
     CHECK_EQ_INT(qs_rows_absmax(&ct, 0, 1, &a), -1);
 }
 
+static uint64_t top_block(const float *s)
+{
+    uint64_t t = 0;
+    for (uint64_t i = 1; i < 9; i++)
+        t = fabsf(s[i]) > fabsf(s[t]) ? i : t;
+    return t;
+}
+
+/* qs_rows_top_absmax: when it decides (0), the amax equals the max over the
+ * whole decoded weight bit for bit; it decides only when a top-scale block
+ * holds 448, and never on NaN or infinite scales. qs_rows_nan finds any
+ * NaN byte. Blocks made as DeepSeek makes them (scale = amax / 448), some
+ * with 448 taken out of the top block, ties, negative and special scales. */
+static void fp8_amax_from_top_blocks(void)
+{
+    enum { N = 300, K = 260, SR = 3, SC = 3 };
+    static uint8_t w[N * K];
+    float s[SR * SC];
+    uint32_t x = 11;
+    static const float special[] = {INFINITY, NAN, 0.0f, -1.0f};
+    int decided = 0;
+    for (int round = 0; round < 300; round++) {
+        for (size_t i = 0; i < sizeof w; i++) {
+            w[i] = (uint8_t)(lcg(&x) >> 24);
+            w[i] = (w[i] & 0x7f) >= 0x7e ? (uint8_t)(w[i] & 0x80) : w[i];   /* no 448, no NaN yet */
+        }
+        for (int i = 0; i < SR * SC; i++)
+            s[i] = ldexpf((float)(1 + (lcg(&x) >> 8) % 8) / 8.0f, (int)((lcg(&x) >> 8) % 20) - 10);
+        if (round % 4 == 1)
+            s[(lcg(&x) >> 8) % 9] = -s[(lcg(&x) >> 8) % 9];   /* the same magnitude twice, one negative */
+        if (round % 7 == 3)
+            s[(lcg(&x) >> 8) % 9] = special[(lcg(&x) >> 8) % 4];
+        uint64_t blk = (lcg(&x) >> 8) % 9;
+        if (round % 6)   /* most rounds: in a top block */
+            blk = top_block(s);
+        if (round % 6 == 0)   /* the top block's codes small: the amax is another block's */
+            for (uint64_t i = 0, t = top_block(s); i < N * K; i++)
+                if (i / K / 128 * SC + i % K / 128 == t)
+                    w[i] &= 0xbf;
+        uint64_t r = blk / SC * 128 + (lcg(&x) >> 8) % 44, c = blk % SC * 128 + (lcg(&x) >> 8) % 4;
+        if (round % 3)   /* 448 planted in one block */
+            w[r * K + c] = round % 2 ? 0x7e : 0xfe;
+        int nan = round % 5 == 0;
+        if (nan)
+            w[((lcg(&x) >> 8) % N) * K + (lcg(&x) >> 8) % K] = 0x7f;
+        qs_rows q = {.kind = QS_FP8_BLOCK, .data = w, .fp8_scales = s, .rows = N, .cols = K};
+        float a = -1.0f, b = -1.0f;
+        CHECK_EQ_INT(qs_rows_nan(&q, 0, N), nan);
+        if (qs_rows_top_absmax(&q, &a) != 0)
+            continue;
+        decided++;
+        if (!nan) {
+            CHECK_EQ_INT(decoded_absmax(w, s, N, K, 0, N, &b), 0);
+            if (memcmp(&a, &b, sizeof a) != 0) {
+                fprintf(stderr, "  round %d: %a from the top blocks, %a decoded\n", round, a, b);
+                CHECK(0);
+            }
+        }
+    }
+    CHECK(decided > 50);   /* the shortcut is taken where 448 is in a top block */
+    qs_rows ct = {.kind = QS_CT_INT};
+    float a;
+    CHECK_EQ_INT(qs_rows_top_absmax(&ct, &a), 1);
+    CHECK_EQ_INT(qs_rows_nan(&ct, 0, 1), 0);
+}
+
 int main(void)
 {
     RUN(int4_nibble_order);
@@ -219,5 +285,6 @@ int main(void)
     RUN(configs);
     RUN(mxfp4_exact);
     RUN(fp8_absmax_from_codes);
+    RUN(fp8_amax_from_top_blocks);
     return UNIT_END();
 }
