@@ -6,6 +6,11 @@
 #include <string.h>
 
 #include "nvfp4.h"
+#include "nvfp4_simd.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 /* Ends with ".suffix": a whole last name component, not any tail. */
 static int ends_with_component(const char *s, const char *suffix)
@@ -152,10 +157,64 @@ void dq_table_init(dq_table *t, float global_scale)
             float v = nvfp4_code_value[k] * eff;
             t->val[s * 16 + k] = v;
             t->rnd[s * 16 + k] = ff_round_bf16(v);
+            uint16_t b = ff_f32_to_bf16(v);
+            t->lo[s * 16 + k] = (uint8_t)(b & 0xff);
+            t->hi[s * 16 + k] = (uint8_t)(b >> 8);
             ok &= isfinite(v) != 0;
         }
         t->finite[s] = (unsigned char)ok;
     }
+#if defined(__x86_64__)
+    t->simd = nvfp4_cpu_avx2_ok();
+#else
+    t->simd = 0;
+#endif
+}
+
+static void groups_bf16_scalar(const dq_table *t, const uint8_t *packed, const uint8_t *scales, uint64_t groups,
+                               uint16_t *out)
+{
+    for (uint64_t g = 0; g < groups; g++) {
+        const uint8_t *lo = t->lo + scales[g] * 16, *hi = t->hi + scales[g] * 16;
+        const uint8_t *p8 = packed + g * (NVFP4_GROUP / 2);
+        for (int i = 0; i < NVFP4_GROUP / 2; i++) {
+            out[g * NVFP4_GROUP + 2 * i] = (uint16_t)(lo[p8[i] & 15] | hi[p8[i] & 15] << 8);
+            out[g * NVFP4_GROUP + 2 * i + 1] = (uint16_t)(lo[p8[i] >> 4] | hi[p8[i] >> 4] << 8);
+        }
+    }
+}
+
+#if defined(__x86_64__)
+/* Each group: its 8 bytes spread to 16 nibble indices (low nibble first),
+ * each looked up in the scale's 16 low and 16 high bytes; converting every
+ * value to bf16 one by one was 64% of dequantize's samples. */
+__attribute__((target("avx2"))) static void groups_bf16_avx2(const dq_table *t, const uint8_t *packed,
+                                                             const uint8_t *scales, uint64_t groups,
+                                                             uint16_t *out)
+{
+    const __m128i nib = _mm_set1_epi8(0x0f);
+    for (uint64_t g = 0; g < groups; g++) {
+        __m128i x = _mm_loadl_epi64((const __m128i *)(packed + g * (NVFP4_GROUP / 2)));
+        __m128i idx = _mm_unpacklo_epi8(_mm_and_si128(x, nib), _mm_and_si128(_mm_srli_epi16(x, 4), nib));
+        __m128i lo = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(t->lo + scales[g] * 16)), idx);
+        __m128i hi = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(t->hi + scales[g] * 16)), idx);
+        _mm_storeu_si128((__m128i *)(out + g * NVFP4_GROUP), _mm_unpacklo_epi8(lo, hi));
+        _mm_storeu_si128((__m128i *)(out + g * NVFP4_GROUP + 8), _mm_unpackhi_epi8(lo, hi));
+    }
+}
+#endif
+
+void dq_groups_bf16(const dq_table *t, const uint8_t *packed, const uint8_t *scales, uint64_t groups, int simd,
+                    uint16_t *out)
+{
+#if defined(__x86_64__)
+    if (simd) {
+        groups_bf16_avx2(t, packed, scales, groups, out);
+        return;
+    }
+#endif
+    (void)simd;
+    groups_bf16_scalar(t, packed, scales, groups, out);
 }
 
 /* A group with a non-finite entry: counted element by element. */
@@ -187,12 +246,9 @@ void dq_decode_rows(const ckpt *c, const dq_module *m, const dq_table *t, uint64
                 f32[g * NVFP4_GROUP + 2 * i] = v[p8[i] & 15];
                 f32[g * NVFP4_GROUP + 2 * i + 1] = v[p8[i] >> 4];
             }
-        if (bf16)
-            for (int i = 0; i < NVFP4_GROUP / 2; i++) {
-                bf16[g * NVFP4_GROUP + 2 * i] = ff_f32_to_bf16(v[p8[i] & 15]);
-                bf16[g * NVFP4_GROUP + 2 * i + 1] = ff_f32_to_bf16(v[p8[i] >> 4]);
-            }
     }
+    if (bf16)
+        dq_groups_bf16(t, packed, scales, groups, t->simd, bf16);
 }
 
 /* 16 source values as f32, whatever their dtype. */

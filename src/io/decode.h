@@ -77,8 +77,17 @@ int dq_decode(const ckpt *c, const dq_module *m, float *f32, uint16_t *bf16, dq_
 typedef struct dq_table {
     float val[256 * 16], rnd[256 * 16];
     unsigned char finite[256];
+    /* ff_f32_to_bf16(val) split into low and high bytes, 16 of each a
+     * scale byte: a group decodes to bf16 by two byte shuffles (pshufb) */
+    uint8_t lo[256 * 16], hi[256 * 16];
+    int simd;                     /* the CPU runs the AVX2 lookup */
 } dq_table;
 void dq_table_init(dq_table *t, float global_scale);
+
+/* groups whole groups to bf16 by the table (out: groups * 16 values):
+ * ff_f32_to_bf16 of val's entries, bit for bit, with or without SIMD. */
+void dq_groups_bf16(const dq_table *t, const uint8_t *packed, const uint8_t *scales, uint64_t groups, int simd,
+                    uint16_t *out);
 
 /* Rows [row, row + n) of m: f32 and/or bf16 (either may be NULL) get n *
  * cols values from their start, bit for bit what dq_decode gives; st's
