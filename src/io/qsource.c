@@ -11,6 +11,7 @@
 #include "gptoss.h"
 #include "jsonio.h"
 #include "mxfp4.h"
+#include "nvfp4_code_rows.h"
 #include "qs_bufs.h"
 #include "qsource_simd.h"
 #include "threadpool.h"
@@ -708,6 +709,41 @@ int qs_rows_top_absmax(const qs_rows *r, float *amax)
 int qs_rows_nan(const qs_rows *r, uint64_t r0, uint64_t n)
 {
     return r->kind == QS_FP8_BLOCK && e4m3_max_code(r->data + r0 * r->cols, n * r->cols) == 0x7f;
+}
+
+_Static_assert(NVFP4_CODE_BLOCK == FP8B_BLOCK, "one code table per FP8 block");
+
+/* One block's table: codes 0..126 through the decoder with its scale. */
+static int code_block(float scale, nvfp4_code_block *blk)
+{
+    uint8_t code[128];
+    uint16_t v[128];
+    if (!(fabsf(scale) <= FLT_MAX))
+        return 1;
+    for (int c = 0; c < 128; c++)
+        code[c] = (uint8_t)c;
+    fp8b_decode_rows(code, &scale, 1, 128, 0, 1, v);
+    for (int c = 0; c < 127; c++) {
+        blk->mag[c] = (uint32_t)(v[c] & 0x7fff) << 16;
+        if (c && blk->mag[c] < blk->mag[c - 1])
+            return 1;   /* cannot happen for a finite scale; the kernel relies on it */
+    }
+    blk->mag[127] = blk->mag[126];
+    blk->inv_unit = 1.0f / fabsf(scale);
+    blk->flip = signbit(scale) ? 0x80 : 0;
+    return 0;
+}
+
+int qs_rows_code_blocks(const qs_rows *r, uint64_t r0, uint64_t n, nvfp4_code_block *blocks)
+{
+    if (r->kind != QS_FP8_BLOCK || !n || r0 / FP8B_BLOCK != (r0 + n - 1) / FP8B_BLOCK)
+        return 1;
+    uint64_t sc = (r->cols + FP8B_BLOCK - 1) / FP8B_BLOCK;
+    const float *srow = r->fp8_scales + r0 / FP8B_BLOCK * sc;
+    for (uint64_t b = 0; b < sc; b++)
+        if (code_block(srow[b], &blocks[b]))
+            return 1;
+    return 0;
 }
 
 void qs_rows_close(const ckpt *c, const qs_weight *w, qs_rows *r)

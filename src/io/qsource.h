@@ -122,6 +122,12 @@ int qs_rows_absmax(const qs_rows *r, uint64_t r0, uint64_t n, float *amax);
 int qs_rows_top_absmax(const qs_rows *r, float *amax);
 /* 1 when rows [r0, r0 + n) of an FP8-block weight hold a NaN byte. */
 int qs_rows_nan(const qs_rows *r, uint64_t r0, uint64_t n);
+struct nvfp4_code_block;
+/* FP8-block rows [r0, r0 + n) (under one row of scales) as the code kernel
+ * reads them (nvfp4_code_rows.h): each block's codes decoded by
+ * fp8b_decode_rows itself. 1 when the kernel cannot stand in for decoding
+ * them: another format, two scale rows, a scale that is not finite. */
+int qs_rows_code_blocks(const qs_rows *r, uint64_t r0, uint64_t n, struct nvfp4_code_block *blocks);
 /* Frees what open took and drops the stored bytes from the mapping. */
 void qs_rows_close(const ckpt *c, const qs_weight *w, qs_rows *r);
 

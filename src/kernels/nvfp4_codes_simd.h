@@ -23,6 +23,16 @@ static CODES_T2 __m256 abs256(__m256 x)
     return _mm256_castsi256_ps(_mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff)));
 }
 
+/* RNE of f32 lanes to bf16 (kept as f32), on the bits: finite input only,
+ * as a group's max / 6 is. */
+static CODES_T2 __m256 bf16_round_256(__m256 s)
+{
+    __m256i u = _mm256_castps_si256(s);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    u = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    return _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
 /* Eight groups' scales from their rounded amax / 6 (the caller rounds as
  * its dtype or observer does): e4m3 codes and the f32 value eff = s8/gs. */
 static CODES_T2 __m256i scales_from_256(__m256 s6, __m256 gsv, __m256 *eff)

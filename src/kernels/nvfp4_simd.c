@@ -133,12 +133,7 @@ static T2 INL __m256 round_to_256(__m256 s, ff_dtype t)
 {
     if (t == FF_DT_F16)
         return _mm256_cvtph_ps(_mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    if (t != FF_DT_BF16)
-        return s;
-    __m256i u = _mm256_castps_si256(s);
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    u = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
-    return _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32((int)0xffff0000u)));
+    return t == FF_DT_BF16 ? bf16_round_256(s) : s;
 }
 
 static T2 INL __m256i scales_256(__m256 amax, __m256 gsv, ff_dtype t, __m256 *eff)

@@ -96,6 +96,7 @@ typedef struct unit_job {
     size_t *side_first;       /* per task: its first task of side's; then side->ntasks */
     int amax_done;            /* its amax pass ran inside the previous unit's */
     int codes_unread;         /* FP8 amax from the top-scale blocks: the quantizing pass checks for NaN bytes */
+    int code_kernel;          /* FP8-block members quantized from their codes (nvfp4_code_rows.h) */
 } unit_job;
 
 /* Small outputs (scales, the 4-byte global scales, tiny experts) gathered

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nvfp4_code_rows.h"
 #include "nvfp4_simd.h"
 #include "prefetch.h"
 #include "qsource.h"
@@ -143,16 +144,39 @@ static void check_codes(unit_job *j, size_t t, const uint8_t *rows)
         j->task_bad[t] = j->task_row[t] * m->cols + bad;   /* by rows: row0 0, not transposed */
 }
 
+/* An FP8-block member's task quantized from its codes, the decoded rows'
+ * bytes (nvfp4_code_rows.h); 1 when it must be decoded instead (a NaN byte
+ * to name, or a block the code kernel does not take). The block tables and
+ * the kernel's work area use the scratch the decoded rows would fill. */
+static int quant_codes(unit_job *j, size_t t, int worker, uint8_t *pk, uint8_t *sc)
+{
+    size_t k = j->task_member[t];
+    if (!j->code_kernel || !by_rows(j, k) || j->lazy[k].kind != QS_FP8_BLOCK)
+        return 1;
+    const qs_rows *r = &j->lazy[k];
+    uint64_t row = j->task_row[t], n = qz_task_rows(j, t);
+    uint64_t nb = (r->cols + NVFP4_CODE_BLOCK - 1) / NVFP4_CODE_BLOCK;
+    nvfp4_code_block *blocks = (nvfp4_code_block *)j->scratch[worker].p;
+    if (nb * sizeof *blocks + nvfp4_code_rows_work(r->cols) > j->scratch[worker].cap ||
+        qs_rows_code_blocks(r, row, n, blocks))
+        return 1;
+    return nvfp4_quantize_code_rows(r->data + row * r->cols, r->cols, n, blocks, j->gs, blocks + nb, pk, sc);
+}
+
 static void quant_task(void *ctx, size_t t, int worker)
 {
     unit_job *j = ctx;
     size_t k = j->task_member[t];
     const plan_member *m = &j->p->members[j->u->first + k];
     uint8_t *pk, *sc;
+    qz_task_outputs(j, t, worker, &pk, &sc);
+    if (quant_codes(j, t, worker, pk, sc) == 0) {
+        qz_stream_task_rows(j, t, worker, pk);
+        return;
+    }
     const uint8_t *rows = task_source(j, t, worker);
     if (j->codes_unread)
         check_codes(j, t, rows);
-    qz_task_outputs(j, t, worker, &pk, &sc);
     j->kernel(rows, m->src->st->dtype, m->cols, 0, qz_task_rows(j, t), j->gs, pk, sc);
     qz_release_task_rows(j, t);
     qz_stream_task_rows(j, t, worker, pk);
@@ -386,7 +410,8 @@ int qz_unit_prepare(unit_job *j, const ckpt *c, const plan *p, const plan_unit *
                         ff_err *e)
 {
     *j = (unit_job){.c = c, .p = p, .u = u, .kernel = kernel, .obs = obs, .search = qz_search_for(kernel),
-                    .ranges_scalar = kernel == nvfp4_quantize_rows_scalar, .wr = wr, .q = io->q};
+                    .ranges_scalar = kernel == nvfp4_quantize_rows_scalar, .wr = wr, .q = io->q,
+                    .code_kernel = nvfp4_side_ok(kernel) && nvfp4_code_rows_ok()};
     if (plan_tasks(j, &io->arena) || (obs && qz_obs_alloc(j))) {
         qz_free_job(j);
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
