@@ -492,13 +492,16 @@ static int put_copied(rp_ctx *x, ckpt_writer *w, size_t i, ff_err *e)
     const ckpt_tensor *t = &x->c.tensors[i];
     const uint8_t *src = ckpt_data(&x->c, t);
     uint64_t n = x->outs[i].nbytes;
-    int rc = n <= COPY_PIECE ? ckpt_writer_put(w, i, src, n, e) : FF_OK;
-    for (uint64_t at = 0; n > COPY_PIECE && at < n && rc == FF_OK; at += COPY_PIECE) {
-        uint64_t len = n - at < COPY_PIECE ? n - at : COPY_PIECE;
-        rc = ckpt_writer_put_at(w, i, at, src + at, len, e);
-        dq_drop(&x->c, t, at, len);
-    }
-    dq_drop_whole(&x->c, t);
+    int rc = FF_OK;
+    if (n <= COPY_PIECE)
+        rc = ckpt_writer_put(w, i, src, n, e);
+    else
+        for (uint64_t at = 0; at < n && rc == FF_OK; at += COPY_PIECE) {
+            uint64_t len = n - at < COPY_PIECE ? n - at : COPY_PIECE;
+            rc = ckpt_writer_put_at(w, i, at, src + at, len, e);
+            dq_drop(&x->c, t, at, len);
+        }
+    dq_drop_whole(&x->c, t);   /* the pieces' drops stop short of the block the end shares */
     return rc;
 }
 

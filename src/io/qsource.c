@@ -634,12 +634,17 @@ static void block_max_codes(const qs_rows *r, uint64_t a, uint64_t z, uint64_t b
     }
 }
 
-/* That code alone under the block's scale, decoded: the decoder's own bits. */
-static int block_absmax(const qs_rows *r, uint8_t code, uint64_t srow, uint64_t sc, uint64_t b, float *best)
+/* |code| under scale, decoded: the decoder's own bits. */
+static float code_abs(uint8_t code, float scale)
 {
     uint16_t v;
-    fp8b_decode_rows(&code, &r->fp8_scales[srow * sc + b], 1, 1, 0, 1, &v);
-    float f = fabsf(ff_bf16_to_f32(v));
+    fp8b_decode_rows(&code, &scale, 1, 1, 0, 1, &v);
+    return fabsf(ff_bf16_to_f32(v));
+}
+
+static int block_absmax(const qs_rows *r, uint8_t code, uint64_t srow, uint64_t sc, uint64_t b, float *best)
+{
+    float f = code_abs(code, r->fp8_scales[srow * sc + b]);
     if (code == 0x7f || !(f <= FLT_MAX))
         return 1;
     *best = f > *best ? f : *best;
@@ -684,10 +689,8 @@ int qs_rows_top_absmax(const qs_rows *r, float *amax)
             return 1;   /* NaN or infinite: the amax pass names the element */
         top = s > top ? s : top;
     }
-    uint8_t m = 0x7e;
-    uint16_t v;
-    fp8b_decode_rows(&m, &top, 1, 1, 0, 1, &v);
-    float bound = ff_bf16_to_f32(v), best = 0.0f;
+    uint8_t m;
+    float bound = code_abs(0x7e, top), best = 0.0f;
     if (top == 0.0f || !(bound <= FLT_MAX))
         return 1;
     for (uint64_t i = 0; i < sr * sc && best < bound; i++) {
