@@ -1,6 +1,6 @@
 /* The code-space NVFP4 kernel (nvfp4_code_rows.h), AVX2. It repeats the
  * bf16 threshold kernel's decisions (rows_256_thr in nvfp4_simd.c) on the
- * codes: the same scales_from_256 call on the same maxima, the same edge
+ * codes: the same scales_bf16_256 call on the same maxima, the same edge
  * table, each edge moved into code space by a search of the block's
  * magnitudes (monotone, so "mag[c] > edge" is "c > the last code at or
  * below the edge"). */
@@ -61,7 +61,7 @@ static int e4m3_floor_code(float q)
 }
 
 /* The last code c <= 126 whose magnitude is at or below the 16-bit edge, or
- * -1. The edge over the block's unit (times its reciprocal), floored to a code, is that code or a
+ * -1. The edge times the block's 1 / unit, floored to a code, is that code or a
  * neighbour of it (the decoder's roundings move a value by less than E4M3's
  * spacing); each guess is checked against mag, so a guess that misses (bf16
  * underflow, a tiny unit) costs the search and nothing else. */
@@ -81,8 +81,8 @@ static int last_at_or_below(const nvfp4_code_block *blk, uint32_t edge)
     return search_last(mag, top);
 }
 
-/* Kept out of line and cold, as nvfp4_thr_build_codes is: ~1 group in 20
- * meets a scale code its block has not seen. */
+/* Kept out of line and cold, as nvfp4_thr_build_codes is: about 1 group in
+ * 41 meets a scale code its block has not seen (the Kimi-K2 FP8 synth). */
 __attribute__((cold, noinline)) static void carry_edges(const nvfp4_code_block *blk, nvfp4_thr_table *tt,
                                                        block_cache *bc, const int32_t *codes, unsigned n)
 {
@@ -158,12 +158,9 @@ static T2 INL void block_scales(const uint8_t *p, const nvfp4_code_block *blk, _
         *nan = _mm256_or_si256(*nan, _mm256_cmpeq_epi8(m[i], _mm256_set1_epi8(NAN_MAG)));
     __m256 amax = _mm256_i32gather_ps((const float *)blk->mag, group_max8(m), 4);
     __m256 eff;
-    __m256i codes = scales_from_256(bf16_round_256(_mm256_div_ps(amax, _mm256_set1_ps(NVFP4_FP4_MAX))), gsv, &eff);
+    __m256i codes = scales_bf16_256(amax, gsv, &eff);
     _mm256_store_si256((__m256i *)key, _mm256_and_si256(codes, _mm256_set1_epi32(0x7f)));
-    const __m256i bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                           0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-    __m256i b = _mm256_shuffle_epi8(codes, bytes);
-    _mm_storel_epi64((__m128i *)sc, _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
+    store_scale_bytes8(codes, sc);
 }
 
 /* Phase two: the block's 64 packed bytes, its edges carried first where

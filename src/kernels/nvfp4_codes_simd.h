@@ -23,8 +23,7 @@ static CODES_T2 __m256 abs256(__m256 x)
     return _mm256_castsi256_ps(_mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff)));
 }
 
-/* RNE of f32 lanes to bf16 (kept as f32), on the bits: finite input only,
- * as a group's max / 6 is. */
+/* Round to bf16 and back, RNE on the bits (ff_round_bf16 for non-NaN). */
 static CODES_T2 __m256 bf16_round_256(__m256 s)
 {
     __m256i u = _mm256_castps_si256(s);
@@ -77,6 +76,23 @@ static CODES_T2 __m256i codes8_256(__m256 x, __m256 eff)
     m = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(m), _mm256_castsi256_ps(ms), small));
     __m256 neg = _mm256_cmp_ps(y, _mm256_setzero_ps(), _CMP_LT_OQ);
     return _mm256_or_si256(m, _mm256_and_si256(_mm256_castps_si256(neg), _mm256_set1_epi32(8)));
+}
+
+/* A bf16 tensor's eight group scales from their max |x|: R(amax / 6), then
+ * as scales_from_256. The bf16 kernels and the ranges quantizer all take
+ * this one call, so their scales agree bit for bit. */
+static CODES_T2 __m256i scales_bf16_256(__m256 amax, __m256 gsv, __m256 *eff)
+{
+    return scales_from_256(bf16_round_256(_mm256_div_ps(amax, _mm256_set1_ps(NVFP4_FP4_MAX))), gsv, eff);
+}
+
+/* The low byte of each of eight i32 scale codes, in order, to sc[0..7]. */
+static CODES_T2 void store_scale_bytes8(__m256i codes, uint8_t *sc)
+{
+    const __m256i bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                           0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    __m256i b = _mm256_shuffle_epi8(codes, bytes);
+    _mm_storel_epi64((__m128i *)sc, _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
 }
 
 static CODES_T2 void codes_256(__m256 x0, __m256 x1, __m256 eff, uint8_t *out)

@@ -175,14 +175,6 @@ static T5 void groups_512(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_p
 
 /* ------------------------------------------------------------------- AVX2 */
 
-static T2 INL __m256 rbf16_256(__m256 s)
-{
-    __m256i u = _mm256_castps_si256(s);
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    u = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
-    return _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32((int)0xffff0000u)));
-}
-
 /* r[k] lane g = r[g] lane k for 8 rows of 8 (unpack 32, unpack 64, swap halves) */
 static T2 INL void transpose8_256(__m256i r[8])
 {
@@ -241,19 +233,19 @@ static T2 void block_errors_256(const uint16_t *p, unsigned ng, const nvfp4_mse_
     __m256 amax = ax[0];
     for (int k = 1; k < 16; k++)
         amax = _mm256_max_ps(amax, ax[k]);
-    __m256 A = rbf16_256(_mm256_mul_ps(amax, _mm256_set1_ps(pl->expand)));
+    __m256 A = bf16_round_256(_mm256_mul_ps(amax, _mm256_set1_ps(pl->expand)));
     for (int i = 0; i < pl->steps; i++) {
-        __m256 c = rbf16_256(_mm256_mul_ps(A, _mm256_set1_ps(pl->p[i])));
-        __m256 s = rbf16_256(_mm256_div_ps(c, _mm256_set1_ps(NVFP4_FP4_MAX)));
+        __m256 c = bf16_round_256(_mm256_mul_ps(A, _mm256_set1_ps(pl->p[i])));
+        __m256 s = bf16_round_256(_mm256_div_ps(c, _mm256_set1_ps(NVFP4_FP4_MAX)));
         s = _mm256_blendv_ps(s, _mm256_set1_ps(BF16_EPS), _mm256_cmp_ps(s, _mm256_setzero_ps(), _CMP_EQ_OQ));
         for (int j = 0; j < 8; j++) {
             t[j] = _mm256_mul_ps(s, _mm256_set1_ps(mse_mid[j]));
-            d[j] = rbf16_256(_mm256_mul_ps(s, _mm256_set1_ps(mse_q[j])));
+            d[j] = bf16_round_256(_mm256_mul_ps(s, _mm256_set1_ps(mse_q[j])));
         }
         __m256 acc = _mm256_setzero_ps();
         for (int k = 0; k < 16; k++)
             acc = _mm256_add_ps(acc, elem_error_256(ax[k], t, d, pl->pow));
-        ev[i] = rbf16_256(acc);
+        ev[i] = bf16_round_256(acc);
     }
 }
 
@@ -311,7 +303,7 @@ static T2 void groups_256(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_p
 
 /* -------------------------------------------------- quantizing with ranges */
 
-/* scales_512 / scales_256 of nvfp4_simd.c for bf16: R(range / 6) * gs,
+/* scales_512 of nvfp4_simd.c for bf16 (AVX2: scales_bf16_256): R(range / 6) * gs,
  * min 448, RNE to e4m3 (3 mantissa bits on the f32 bits, rint(s * 512) / 512
  * below 2^-6), 0 -> 0.125; eff = s8 / gs. */
 static T5 INL __m512i scales_512(__m512 amax, __m512 gsv, __m512 *eff)
@@ -340,11 +332,6 @@ static T5 void ranges_row_512(const uint16_t *w, uint64_t groups, float gs, cons
     }
 }
 
-static T2 INL __m256i scales_256(__m256 amax, __m256 gsv, __m256 *eff)
-{
-    return scales_from_256(rbf16_256(_mm256_div_ps(amax, _mm256_set1_ps(NVFP4_FP4_MAX))), gsv, eff);
-}
-
 static T2 INL __m256 load8_bf16(const uint16_t *p)
 {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
@@ -360,7 +347,7 @@ static T2 void ranges_row_256(const uint16_t *w, uint64_t groups, float gs, cons
         int32_t cd[8];
         memcpy(ga, gamax + g0, ng * sizeof *ga);
         __m256 eff;
-        _mm256_storeu_si256((__m256i *)cd, scales_256(_mm256_loadu_ps(ga), gsv, &eff));
+        _mm256_storeu_si256((__m256i *)cd, scales_bf16_256(_mm256_loadu_ps(ga), gsv, &eff));
         _mm256_storeu_ps(ef, eff);
         for (unsigned g = 0; g < ng; g++) {
             const uint16_t *x = w + (g0 + g) * 16;

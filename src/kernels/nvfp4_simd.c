@@ -262,20 +262,16 @@ static T2 INL void chunk_thr(const uint16_t *p, unsigned ng, __m256 gsv, nvfp4_t
      * compares' ports on Intel) */
     int32_t cd[THR_CHUNK_GROUPS] __attribute__((aligned(32))), off[THR_CHUNK_GROUPS] __attribute__((aligned(32)));
     _Static_assert(sizeof(nvfp4_thr) == 32, "the offsets below shift by 5");
-    const __m256i bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                           0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
     for (unsigned g0 = 0; g0 < ng; g0 += 8) {
         /* an address past a row's padded copy is fine: prefetches never fault */
         for (unsigned l = 0; l < 4; l++)
             _mm_prefetch((const char *)((uintptr_t)(p + g0 * 16) + PREFETCH_AHEAD + l * 64), _MM_HINT_T0);
         __m256 eff;
-        __m256i codes = scales_256(amax8_bf16(p + g0 * 16), gsv, FF_DT_BF16, &eff);
+        __m256i codes = scales_bf16_256(amax8_bf16(p + g0 * 16), gsv, &eff);
         __m256i idx = _mm256_and_si256(codes, _mm256_set1_epi32(0x7f));
         _mm256_store_si256((__m256i *)(cd + g0), idx);
         _mm256_store_si256((__m256i *)(off + g0), _mm256_slli_epi32(idx, 5));
-        __m256i b = _mm256_shuffle_epi8(codes, bytes);
-        _mm_storel_epi64((__m128i *)(sc + g0),
-                         _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
+        store_scale_bytes8(codes, sc + g0);
     }
     unsigned missing = 0;
     for (unsigned g = 0; g < ng; g++)
