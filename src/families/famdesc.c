@@ -481,6 +481,27 @@ static int d_shared(famparse *ps, char **tok, int ntok, ff_err *e)
     return rc;
 }
 
+/* dense-per-layer-kind KIND N / dense-per-moe-layer-kind KIND N: layers
+ * whose layer-kinds entry is KIND quantize N dense Linears instead. */
+static int kind_count(famparse *ps, char **tok, int moe, ff_err *e)
+{
+    ff_famdesc *d = ps->d;
+    if (d->nkind_dense[moe] == FAMDESC_MAX_KEYS)
+        return perr(ps, e, "at most %d layer kinds with their own count", FAMDESC_MAX_KEYS);
+    for (int i = 0; i < d->nkind_dense[moe]; i++)
+        if (strcmp(d->kind_dense[moe][i].kind, tok[1]) == 0)
+            return perr(ps, e, "layer kind '%s' given twice", tok[1]);
+    famdesc_kind_count *k = &d->kind_dense[moe][d->nkind_dense[moe]];
+    int rc = one_key(ps, tok[1], &k->kind, e);
+    if (!rc)
+        rc = count_arg(ps, tok[2], &k->dense, e);
+    d->nkind_dense[moe] += !rc;
+    return rc;
+}
+
+static int d_kind_dense(famparse *ps, char **tok, int ntok, ff_err *e) { return (void)ntok, kind_count(ps, tok, 0, e); }
+static int d_kind_moe(famparse *ps, char **tok, int ntok, ff_err *e) { return (void)ntok, kind_count(ps, tok, 1, e); }
+
 typedef int (*directive_fn)(famparse *ps, char **tok, int ntok, ff_err *e);
 
 /* What a directive fills: its own handler, or a field of ff_famdesc by
@@ -518,6 +539,9 @@ static const struct directive {
     {"dense-per-layer", 1, 1, D_COUNT, NULL, offsetof(ff_famdesc, dense_per_layer), 0, "dense-per-layer N"},
     {"dense-per-moe-layer", 1, 1, D_COUNT, NULL, offsetof(ff_famdesc, dense_per_moe_layer), 0,
      "dense-per-moe-layer N"},
+    {"layer-kinds", 1, 1, D_KEY, NULL, offsetof(ff_famdesc, kinds_key), 0, "layer-kinds KEY"},
+    {"dense-per-layer-kind", 2, 2, D_FN, d_kind_dense, 0, 1, "dense-per-layer-kind KIND N"},
+    {"dense-per-moe-layer-kind", 2, 2, D_FN, d_kind_moe, 0, 1, "dense-per-moe-layer-kind KIND N"},
     {"routers-per-moe-layer", 1, 1, D_COUNT, NULL, offsetof(ff_famdesc, routers_per_moe_layer), 0,
      "routers-per-moe-layer N"},
     {"shared-expert", 3, 3, D_FN, d_shared, 0, 0, "shared-expert KEY dense=N routers=N"},
@@ -612,6 +636,9 @@ static int finish(famparse *ps, const ff_family *base, ff_err *e)
         ps->line = ps->experts_line;
         return perr(ps, e, "an experts rule needs experts-key (the config key giving the expert count)");
     }
+    if ((d->nkind_dense[0] || d->nkind_dense[1]) && !d->kinds_key)
+        return ff_fail(e, FF_EIO, "%s: dense-per-layer-kind needs layer-kinds (the config key listing each layer's kind)",
+                       ps->origin);
     if (d->experts_keys[0] && !given(ps, "moe-layers"))
         d->moe.all = 1;
     if (d->experts_keys[0] && !given(ps, "routers-per-moe-layer"))
@@ -653,8 +680,9 @@ static int fill_family(famparse *ps, const ff_family *base, ff_err *e)
                                 d->types[i]);
     if (!(f->model_types = own(ps, types, strlen(types), e)))
         return e->code;
-    snprintf(d->dense_rule, sizeof d->dense_rule, "%lld a dense layer, %lld a MoE layer, from %s",
-             (long long)d->dense_per_layer, (long long)d->dense_per_moe_layer, ps->origin);
+    snprintf(d->dense_rule, sizeof d->dense_rule, "%lld a dense layer, %lld a MoE layer%s%s%s, from %s",
+             (long long)d->dense_per_layer, (long long)d->dense_per_moe_layer, d->kinds_key ? ", others by " : "",
+             d->kinds_key ? d->kinds_key : "", d->kinds_key ? " kind" : "", ps->origin);
     f->dense_rule = base && base->expect ? base->dense_rule : d->dense_rule;
     return FF_OK;
 }

@@ -24,6 +24,11 @@ typedef struct famdesc_moe_layers {
     const char *except;       /* a list of dense layers (mlp_only_layers) */
 } famdesc_moe_layers;
 
+typedef struct famdesc_kind_count {
+    const char *kind;
+    int64_t dense;
+} famdesc_kind_count;
+
 typedef struct ff_famdesc {
     ff_family fam;            /* first: an instance is freed through its family */
     ff_rule *rules;
@@ -37,6 +42,12 @@ typedef struct ff_famdesc {
     const char *width_keys[FAMDESC_MAX_KEYS + 1];
     famdesc_moe_layers moe;
     int64_t dense_per_layer, dense_per_moe_layer, routers_per_moe_layer;
+    /* A config list of one string a layer (Gemma-4's layer_types) and the
+     * counts that differ for a kind: full-attention layers under k_eq_v have
+     * no v_proj. [0] dense layers, [1] MoE layers. */
+    const char *kinds_key;
+    famdesc_kind_count kind_dense[2][FAMDESC_MAX_KEYS];
+    int nkind_dense[2];
     const char *shared_key;   /* MoE layers carry a shared expert when this key is > 0 */
     int64_t shared_dense, shared_routers;
     int mtp;                  /* layers at index >= the layer count are multi-token prediction */

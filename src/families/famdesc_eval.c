@@ -84,6 +84,35 @@ int famdesc_geometry(const ff_famdesc *d, const json_t *config, ff_geometry *g, 
     return FF_OK;
 }
 
+/* One layer's dense Linears: its kind's own count, else its class's. */
+static int64_t dense_of_layer(const ff_famdesc *d, const char *kind, int moe)
+{
+    for (int i = 0; kind && i < d->nkind_dense[moe]; i++)
+        if (strcmp(d->kind_dense[moe][i].kind, kind) == 0)
+            return d->kind_dense[moe][i].dense;
+    return moe ? d->dense_per_moe_layer : d->dense_per_layer;
+}
+
+/* Dense Linears summed layer by layer, when the counts depend on a layer's
+ * kind; a kinds list that does not name every layer is refused, not guessed. */
+static int dense_by_kind(const ff_famdesc *d, const json_t *c, const ff_geometry *g, int64_t layers, int64_t *dense,
+                         ff_err *e)
+{
+    const json_t *kinds = json_object_get(c, d->kinds_key);
+    if (!json_is_array(kinds) || (int64_t)json_array_size(kinds) < layers)
+        return ff_fail(e, FF_EIO, "config.json: %s (layer-kinds) is not a list of the %lld layers' kinds", d->kinds_key,
+                       (long long)layers);
+    *dense = 0;
+    for (int64_t l = 0; l < layers; l++) {
+        const char *kind = json_string_value(json_array_get(kinds, (size_t)l));
+        if (!kind)
+            return ff_fail(e, FF_EIO, "config.json: %s[%lld] is not a string", d->kinds_key, (long long)l);
+        int moe = g->experts > 0 && famdesc_is_moe_layer(&d->moe, c, (int)l);
+        *dense += dense_of_layer(d, kind, moe);
+    }
+    return FF_OK;
+}
+
 int famdesc_expect(const ff_famdesc *d, const json_t *config, ff_expect *x, ff_err *e)
 {
     ff_geometry *g = malloc(sizeof *g);
@@ -94,10 +123,13 @@ int famdesc_expect(const ff_famdesc *d, const json_t *config, ff_expect *x, ff_e
         const json_t *c = famdesc_config(d, config);
         int64_t layers = key_or(c, d->layers_key, 0), moe = g->moe_layers;
         int shared = d->shared_key && jsonio_int(c, d->shared_key, 0) > 0;
-        int64_t dense = (layers - moe) * d->dense_per_layer + moe * d->dense_per_moe_layer +
-                        (shared ? moe * d->shared_dense : 0);
+        int64_t dense = (layers - moe) * d->dense_per_layer + moe * d->dense_per_moe_layer;
+        if (d->kinds_key)
+            rc = dense_by_kind(d, c, g, layers, &dense, e);
+        dense += shared ? moe * d->shared_dense : 0;
         int64_t routers = moe * (d->routers_per_moe_layer + (shared ? d->shared_routers : 0));
-        ff_decoder_moe_expect(g, dense, g->moe ? g->experts : 0, routers, x);
+        if (!rc)
+            ff_decoder_moe_expect(g, dense, g->moe ? g->experts : 0, routers, x);
     }
     free(g);
     return rc;

@@ -17,6 +17,9 @@ typedef struct infer_counts {
     int moe_seen, dense_seen;
     famdesc_moe_layers moe;
     const char *experts_key, *top_k_key, *width_key;
+    const char *kinds_key;    /* the config's list of layer kinds, when the counts follow it */
+    famdesc_kind_count kinds[2][FAMDESC_MAX_KEYS];
+    int nkinds[2];
     int derived;
     char *why;
     size_t why_size;
@@ -34,20 +37,87 @@ static void not_derived(infer_counts *k, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Every dense layer must quantize the same number of Linears, and every MoE
- * layer; a layer that differs is named. */
-static void same_per_layer(infer_counts *k, const int64_t *n, const char *moe, int64_t layers, int want_moe,
-                           int64_t *out)
+/* A config list naming each layer's kind (transformers' layer_types), or
+ * NULL: the key the counts may follow when layers of one class differ. */
+static const char *layer_kinds_key(const infer_scan *s)
 {
-    int64_t first = -1;
-    for (int64_t l = 0; l < layers; l++) {
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)s->cfg, key, v) {
+        if (!json_is_array(v) || (int64_t)json_array_size(v) != s->layers)
+            continue;
+        size_t i = 0;
+        while (i < json_array_size(v) && json_is_string(json_array_get(v, i)))
+            i++;
+        if (i == json_array_size(v))
+            return key;
+    }
+    return NULL;
+}
+
+#define NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-."
+
+static const char *kind_of(const infer_scan *s, const char *key, int64_t l)
+{
+    return json_string_value(json_array_get(json_object_get(s->cfg, key), (size_t)l));
+}
+
+/* The layers of one class hold different counts: a count for each kind of
+ * the config's list, the first layer's kind the default. 0 when a kind's
+ * layers disagree too, or there is no list. */
+static int counts_by_kind(infer_counts *k, const infer_scan *s, const int64_t *n, const char *moe, int want_moe,
+                          int64_t *out)
+{
+    const char *key = k->kinds_key ? k->kinds_key : layer_kinds_key(s);
+    if (!key)
+        return 0;
+    const char *kinds[FAMDESC_MAX_KEYS + 1];
+    int64_t count[FAMDESC_MAX_KEYS + 1] = {0};
+    int nk = 0;
+    for (int64_t l = 0; l < s->layers; l++) {
         if (moe[l] != want_moe)
             continue;
-        if (first < 0)
+        const char *kind = kind_of(s, key, l);
+        /* written back as one word of a directive */
+        if (!*kind || strspn(kind, NAME_CHARS) != strlen(kind))
+            return 0;
+        int i = 0;
+        while (i < nk && strcmp(kinds[i], kind) != 0)
+            i++;
+        if (i == nk && nk == FAMDESC_MAX_KEYS + 1)
+            return 0;
+        if (i == nk)
+            kinds[nk] = kind, count[nk++] = n[l];
+        else if (count[i] != n[l])
+            return 0;
+    }
+    k->kinds_key = key;
+    *out = count[0];
+    for (int i = 1; i < nk; i++)
+        if (count[i] != count[0])
+            k->kinds[want_moe][k->nkinds[want_moe]++] = (famdesc_kind_count){.kind = kinds[i], .dense = count[i]};
+    return 1;
+}
+
+/* Every dense layer must quantize the same number of Linears, and every MoE
+ * layer, or each kind of layer its own (kinds: 1 to allow that); a layer
+ * that differs is named. */
+static void same_per_layer(infer_counts *k, const infer_scan *s, const int64_t *n, const char *moe, int want_moe,
+                           int kinds, int64_t *out)
+{
+    int64_t first = -1;
+    for (int64_t l = 0; l < s->layers; l++) {
+        if (moe[l] != want_moe)
+            continue;
+        if (first < 0) {
             first = l, *out = n[l];
-        else if (n[l] != *out)
+        } else if (n[l] != *out) {
+            if (kinds && counts_by_kind(k, s, n, moe, want_moe, out))
+                return;
             not_derived(k, "layers %lld and %lld are both %s but hold %lld and %lld Linears the rules quantize",
                         (long long)first, (long long)l, want_moe ? "MoE" : "dense", (long long)*out, (long long)n[l]);
+            return;
+        }
     }
 }
 
@@ -95,7 +165,7 @@ static int64_t expert_width(const infer_scan *s)
 static void expert_keys(infer_counts *k, const infer_scan *s)
 {
     static const char *const top_k[] = {"num_experts_per_tok", "moe_k", "top_k", "num_experts_per_token", "moe_topk",
-                                        NULL};
+                                        "top_k_experts", NULL};
     static const char *const width[] = {"moe_intermediate_size", "intermediate_size", "expert_intermediate_size",
                                         "moe_ffn_hidden_size", NULL};
     int64_t seen = s->seen_experts ? s->seen_experts : s->experts;
@@ -129,9 +199,9 @@ static int derive(infer_counts *k, const infer_scan *s, ff_err *e)
     }
     for (int64_t l = 0; l < s->layers; l++)
         k->moe_seen |= moe[l], k->dense_seen |= !moe[l];
-    same_per_layer(k, quant, moe, s->layers, 0, &k->dense_per_layer);
-    same_per_layer(k, quant, moe, s->layers, 1, &k->dense_per_moe_layer);
-    same_per_layer(k, routers, moe, s->layers, 1, &k->routers_per_moe_layer);
+    same_per_layer(k, s, quant, moe, 0, 1, &k->dense_per_layer);
+    same_per_layer(k, s, quant, moe, 1, 1, &k->dense_per_moe_layer);
+    same_per_layer(k, s, routers, moe, 1, 0, &k->routers_per_moe_layer);
     if (k->moe_seen) {
         moe_rule(k, s, moe);
         expert_keys(k, s);
@@ -241,6 +311,17 @@ static void put_rules(FILE *f, const infer_scan *s, const char *prefix)
                 put_rule(f, &s->tmpl[i], prefix);
 }
 
+/* A head tied to the embeddings has no tensor, but verify still reads the
+ * ignore list's lm_head through a rule that names it. */
+static void put_tied_head(FILE *f, const infer_scan *s)
+{
+    for (size_t i = 0; i < s->ntmpl; i++)
+        if (s->tmpl[i].group && strcmp(s->tmpl[i].group, "lm_head") == 0)
+            return;
+    fputs("# no lm_head tensor (tied to the embeddings): named for the ignore list\n"
+          "keep ^lm_head[.]weight$ group=lm_head guard=fixed linear\n", f);
+}
+
 static void put_moe(FILE *f, const infer_counts *k)
 {
     const famdesc_moe_layers *m = &k->moe;
@@ -271,10 +352,18 @@ static void put_invariants(FILE *f, const infer_scan *s, const infer_counts *k)
             fprintf(f, "expert-width-key %s\n", k->width_key);
         put_moe(f, k);
     }
+    if (k->kinds_key)
+        fprintf(f, "# layers of some kinds (%s) quantize another number of Linears\nlayer-kinds %s\n", k->kinds_key,
+                k->kinds_key);
     fprintf(f, "dense-per-layer %lld\n", (long long)(k->dense_seen ? k->dense_per_layer : 0));
+    for (int i = 0; i < k->nkinds[0]; i++)
+        fprintf(f, "dense-per-layer-kind %s %lld\n", k->kinds[0][i].kind, (long long)k->kinds[0][i].dense);
     if (k->moe_seen)
-        fprintf(f, "dense-per-moe-layer %lld\nrouters-per-moe-layer %lld\n", (long long)k->dense_per_moe_layer,
-                (long long)k->routers_per_moe_layer);
+        fprintf(f, "dense-per-moe-layer %lld\n", (long long)k->dense_per_moe_layer);
+    for (int i = 0; i < k->nkinds[1]; i++)
+        fprintf(f, "dense-per-moe-layer-kind %s %lld\n", k->kinds[1][i].kind, (long long)k->kinds[1][i].dense);
+    if (k->moe_seen)
+        fprintf(f, "routers-per-moe-layer %lld\n", (long long)k->routers_per_moe_layer);
     if (s->mtp)
         fputs("# layers at num_hidden_layers and past it are multi-token prediction: kept\nmtp\n", f);
     fputs("implicit-ignore lm_head\n", f);
@@ -298,6 +387,7 @@ static void put_text(FILE *f, const ckpt *c, const infer_scan *s, const infer_co
     }
     fputc('\n', f);
     put_rules(f, s, prefix);
+    put_tied_head(f, s);
     free(prefix);
     put_invariants(f, s, k);
 }
@@ -305,7 +395,7 @@ static void put_text(FILE *f, const ckpt *c, const infer_scan *s, const infer_co
 static int write_text(ff_infer *r, const ckpt *c, const infer_scan *s, const infer_counts *k, ff_err *e)
 {
     const char *type = jsonio_str(c->config, "model_type", "");
-    if (!*type || strspn(type, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") != strlen(type))
+    if (!*type || strspn(type, NAME_CHARS) != strlen(type))
         return ff_fail(e, FF_EIO, "%s/config.json: model_type '%s' cannot name a family", c->dir, type);
     size_t len;
     FILE *f = open_memstream(&r->text, &len);

@@ -114,7 +114,7 @@ broken fused_partner_kept "is quantized but .*v_proj.weight, its partner in vLLM
 
 # ---- plan --infer on the built-in families' synthetic checkpoints ----
 # Derivable: the inferred description plans exactly as the built-in family does.
-for arch in qwen3-moe qwen2-moe mixtral glm4-moe deepseek-v3 kimi-k2 minimax-m2 glm4.7-flash kimi-k2.5; do
+for arch in gemma4-dense qwen3-moe qwen2-moe mixtral glm4-moe deepseek-v3 kimi-k2 minimax-m2 glm4.7-flash kimi-k2.5; do
     $FF_FAST synth --arch $arch "$W/p-$arch" > /dev/null 2>&1
     $FF plan "$W/p-$arch" --infer > "$W/p-$arch.fam" 2> /dev/null; irc=$?
     strip='import json,sys; j=json.load(open(sys.argv[1])); [j.pop(k) for k in ("family","families")]; print(json.dumps(j))'
@@ -130,12 +130,56 @@ for arch in mixtral kimi-k2.5; do
     if [ "$(digest "$W/pq-$arch")" = "$(digest "$W/pf-$arch")" ] && cmp -s "$W/pq-$arch/config.json" "$W/pf-$arch/config.json"; then
         pass "family_infer_same_bytes_$arch"; else fail "family_infer_same_bytes_$arch"; fi
 done
+# The real Gemma-4 fixtures transformers saved: NOT derived (per_layer_* Linears no rule places,
+# kept; a fused expert layout the shape cannot tell), but the proposal passed back unedited
+# plans, quantizes and verifies as the built-in family: the dense one's full-attention layers
+# have no v_proj (attention_k_eq_v), which the proposal says by layer_types.
+FXT=${FIXTURES:-$ROOT_SHARED/fixtures}
+for m in dense moe; do
+    n=gemma4-tiny-$m
+    if [ ! -f "$FXT/$n.tar.gz" ]; then echo "SKIP family_infer_fixture_$m (no fixtures)"; continue; fi
+    tar xzf "$FXT/$n.tar.gz" -C "$W"
+    $FF plan "$W/$n" --infer > "$W/$n.fam" 2> /dev/null; irc=$?
+    a=$($FF plan "$W/$n" --json 2>&1 | python3 -c "$strip" /dev/stdin 2>&1)
+    b=$($FF plan "$W/$n" --json --family-file "$W/$n.fam" 2>&1 | python3 -c "$strip" /dev/stdin 2>&1)
+    $FF_FAST quantize "$W/$n" "$W/$n-b" --no-doctor --quiet > /dev/null 2>&1
+    $FF quantize "$W/$n" "$W/$n-f" --family-file "$W/$n.fam" --no-doctor --quiet > /dev/null 2>&1
+    $FF verify "$W/$n-f" --family-file "$W/$n.fam" > "$W/$n.verify" 2>&1; vrc=$?
+    if [ $irc -eq 3 ] && grep -q "^# NOT derived" "$W/$n.fam" && [ "$a" = "$b" ] && [ $vrc -eq 0 ] &&
+       [ "$(digest "$W/$n-b")" = "$(digest "$W/$n-f")" ] && cmp -s "$W/$n-b/config.json" "$W/$n-f/config.json"; then
+        pass "family_infer_fixture_$m" "the proposal passed back: the built-in plan, bytes and a verify PASS"
+    else fail "family_infer_fixture_$m" "rc=$irc verify=$vrc $(grep -m1 -i 'fail\|violat' "$W/$n.verify")"; fi
+done
+if grep -q "^layer-kinds layer_types$" "$W/gemma4-tiny-dense.fam" &&
+   grep -q "^dense-per-layer-kind full_attention 6$" "$W/gemma4-tiny-dense.fam"; then
+    pass family_infer_layer_kinds "full_attention layers 6 Linears, the others 7 (no v_proj)"
+else fail family_infer_layer_kinds "$(grep -A3 '^layers' "$W/gemma4-tiny-dense.fam" | tr '\n' ' ')"; fi
+
+# A kind's count that the tensors do not bear out, and a kinds key the config lacks, are refused.
+if [ -f "$W/gemma4-tiny-dense.fam" ]; then
+    sed 's/^dense-per-layer-kind full_attention 6$/dense-per-layer-kind full_attention 7/' "$W/gemma4-tiny-dense.fam" > "$W/kind7.fam"
+    $FF plan "$W/gemma4-tiny-dense" --family-file "$W/kind7.fam" > "$W/kind7.out" 2>&1; rc=$?
+    if [ $rc -eq 3 ] && grep -q "dense Linears quantized: 82, but the config implies 84" "$W/kind7.out"; then
+        pass family_file_kind_count_refused "exit 3"; else fail family_file_kind_count_refused "rc=$rc $(grep -m1 -i violat "$W/kind7.out")"; fi
+    sed 's/^layer-kinds layer_types$/layer-kinds no_such_key/' "$W/gemma4-tiny-dense.fam" > "$W/kindkey.fam"
+    $FF plan "$W/gemma4-tiny-dense" --family-file "$W/kindkey.fam" > "$W/kindkey.out" 2>&1; rc=$?
+    if [ $rc -ne 0 ] && [ "$(wc -l < "$W/kindkey.out")" -eq 1 ] &&
+       grep -q "no_such_key (layer-kinds) is not a list of the 12 layers' kinds" "$W/kindkey.out"; then
+        pass family_file_kinds_key_missing "rc=$rc"; else fail family_file_kinds_key_missing "rc=$rc $(head -c 300 "$W/kindkey.out")"; fi
+fi
+printf '%s\nquant $(L)q_proj$\nlayer-kinds layer_types\ndense-per-layer-kind full 1\ndense-per-layer-kind full 2\n' "$head" > "$W/kind_twice.fam"
+bad kind_twice 8 "layer kind 'full' given twice"
+printf '%s\nquant $(L)q_proj$\ndense-per-layer 1\ndense-per-layer-kind full 1\n' "$head" > "$W/kind_no_key.fam"
+$FF plan "$W/u" --family-file "$W/kind_no_key.fam" > "$W/kind_no_key.out" 2>&1; rc=$?
+if [ $rc -eq 1 ] && grep -q "kind_no_key.fam: dense-per-layer-kind needs layer-kinds" "$W/kind_no_key.out"; then
+    pass family_file_kind_needs_key; else fail family_file_kind_needs_key "rc=$rc $(cat "$W/kind_no_key.out")"; fi
+
 # Not derivable (per-layer-type Linears, indexers, MXFP4 scales, a layout the shape cannot tell,
 # gate/up fused with no shape to tell halves from interleaving -- the old build took gpt-oss's
 # interleaved bf16 experts for halves and wrote them):
 # NOT derived: plan --infer prints what it could and exits 3, and --infer-family refuses
 # before writing anything.
-for arch in gemma4-dense llama4 qwen3-next deepseek-v3.2 gpt-oss-20b gpt-oss-20b-bf16; do
+for arch in gemma4-moe llama4 qwen3-next deepseek-v3.2 gpt-oss-20b gpt-oss-20b-bf16; do
     $FF_FAST synth --arch $arch "$W/n-$arch" > /dev/null 2>&1
     python3 - "$W/n-$arch/config.json" <<'PY'
 import json, sys
