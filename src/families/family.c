@@ -333,7 +333,9 @@ int ff_linear_leaf(const char *leaf, size_t len)
     static const char *const leaves[] = {
         "q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "query_key_value", "gate_proj", "up_proj", "down_proj",
         "gate_up_proj", "w1", "w2", "w3", "fc1", "fc2", "dense", "out_proj", "q_a_proj", "q_b_proj",
-        "kv_a_proj_with_mqa", "kv_b_proj", "c_attn", "c_proj", "c_fc", "dense_h_to_4h", "dense_4h_to_h", NULL};
+        "kv_a_proj_with_mqa", "kv_b_proj", "c_attn", "c_proj", "c_fc", "dense_h_to_4h", "dense_4h_to_h",
+        "wq_b", /* the DeepSeek sparse-attention indexer's query projection: vLLM builds it with quant_config */
+        NULL};
     for (int i = 0; leaves[i]; i++)
         if (strlen(leaves[i]) == len && memcmp(leaves[i], leaf, len) == 0)
             return 1;

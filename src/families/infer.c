@@ -152,6 +152,20 @@ static void place_kept(infer_tmpl *t)
     }
 }
 
+/* A multi-token-prediction head outside the decoder layers (Qwen3-Next's
+ * and Qwen3.5's mtp.*): transformers drops it, so llm-compressor writes
+ * none; vLLM's drafter reads it in bf16. Kept whole, its Linears (fused
+ * experts by their per-expert names) in ignore. */
+static void place_mtp_head(infer_tmpl *t, const char *leaf, int two_d)
+{
+    t->kind = K_KEEP, t->group = "mtp", t->fixed = 1;
+    t->linear = two_d && !has(leaf, "norm");
+    if (t->st->ndim == 3 && fs_ends_with(t->name, "experts.gate_up_proj"))
+        t->linear = 1, t->out = "gate_proj,up_proj";
+    else if (t->st->ndim == 3 && fs_ends_with(t->name, "experts.down_proj"))
+        t->linear = 1, t->out = "down_proj";
+}
+
 /* A router Linear inside a module named gate or router (Hunyuan's
  * mlp.gate.wg): compressed-tensors counts a class named so as a Linear
  * too, so the parent goes in the ignore list beside it. */
@@ -178,7 +192,15 @@ static void place(infer_scan *s, infer_tmpl *t)
         t->kind = K_UNPLACED;     /* a name a pattern cannot say plainly */
         t->linear = two_d;
     } else if (is_tower(n)) {
-        t->kind = K_TOWER, t->linear = two_d;
+        /* a position or patch embedding table is not a Linear */
+        t->kind = K_TOWER, t->linear = two_d && !fs_ends_with(leaf, "embed") && !fs_ends_with(leaf, "embedding") &&
+                                       !fs_ends_with(leaf, "embeddings");
+    } else if (strncmp(n, "mtp.", 4) == 0) {
+        place_mtp_head(t, leaf, two_d);
+    } else if (has(n, ".linear_attn.")) {
+        /* llm-compressor's Qwen3-Next and Qwen3.5 examples ignore
+         * re:.*linear_attn.*: vLLM's gated-delta-net kernels read bf16 */
+        t->kind = K_KEEP, t->group = "linear_attn", t->linear = two_d && !has(leaf, "norm");
     } else if (st->ndim == 3 && experts > 0 && st->shape[0] == experts && t->layered) {
         place_fused(s, t, leaf);
     } else if (t->per_expert && two_d) {
@@ -198,6 +220,26 @@ static void place(infer_scan *s, infer_tmpl *t)
         t->kind = K_QUANT, t->group = linear_group(n), t->fuse = fuse_key(leaf);
     } else {
         place_kept(t);
+    }
+}
+
+/* A fused gate/up whose shape fits both layouts (2I == H) takes the one of
+ * its module's down projection when that one's shape tells: every expert
+ * layout known stores the two the same way (transformers' [E, 2I, H] with
+ * [E, H, I], Llama-4's and gpt-oss's [E, H, 2I] with [E, I, H]). */
+static void orient_by_sibling(infer_scan *s, infer_tmpl *t)
+{
+    const char *dot = strrchr(t->name, '.');
+    size_t module = dot ? (size_t)(dot - t->name) + 1 : 0;
+    for (size_t i = 0; i < s->ntmpl; i++) {
+        const infer_tmpl *o = &s->tmpl[i];
+        if (o == t || o->ambiguous || (o->kind != K_ONE && o->kind != K_ONE_T) ||
+            strncmp(o->name, t->name, module) != 0 || strchr(o->name + module, '.'))
+            continue;
+        int trans = o->kind == K_ONE_T;
+        t->kind = t->kind == K_FUSED2 || t->kind == K_FUSED2_T ? (trans ? K_FUSED2_T : K_FUSED2) : (trans ? K_ONE_T : K_ONE);
+        t->ambiguous = 0, t->oriented_by = o->name;
+        return;
     }
 }
 
@@ -254,7 +296,7 @@ int infer_scan_build(infer_scan *s, const ckpt *c, ff_err *e)
         if (!t)
             return tn ? e->code : ff_oom(e, "out of memory");
         s->tmpl_of[i] = (size_t)(t - s->tmpl);
-        s->layer_of[i] = layer;
+        s->layer_of[i] = strncmp(st->name, "mtp.", 4) == 0 ? -1 : layer;
         t->layered |= layer >= 0, t->per_expert |= expert >= 0;
         t->main |= layer < s->layers;
         t->count++;
@@ -268,6 +310,9 @@ int infer_scan_build(infer_scan *s, const ckpt *c, ff_err *e)
             place(s, &s->tmpl[i]);
         else
             s->tmpl[i].kind = K_MTP;     /* the mtp directive keeps these */
+    for (size_t i = 0; i < s->ntmpl; i++)
+        if (s->tmpl[i].ambiguous)
+            orient_by_sibling(s, &s->tmpl[i]);
     return FF_OK;
 }
 

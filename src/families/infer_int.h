@@ -28,6 +28,7 @@ typedef struct infer_tmpl {
     int linear, fixed;
     int parent;               /* a router whose parent module is listed in ignore too */
     int ambiguous;            /* a fused layout its shape cannot tell (I == H): taken as transformers stores it */
+    const char *oriented_by;  /* the sibling whose shape told the layout its own could not */
 } infer_tmpl;
 
 typedef struct infer_scan {

@@ -260,6 +260,8 @@ static void put_rule(FILE *f, const infer_tmpl *t, const char *prefix)
         fprintf(f, "# unplaced: no rule places %s (%dD): kept as it is\n", t->name, t->st->ndim);
     if (t->ambiguous)
         fprintf(f, "# its shape cannot tell the layout (expert width == hidden): taken as transformers stores it\n");
+    if (t->oriented_by)
+        fprintf(f, "# its shape fits both layouts (expert width == hidden): laid out as %s is\n", t->oriented_by);
     fprintf(f, "%s ", verbs[t->kind]);
     put_pattern(f, t->name, prefix, 1);
     if (t->kind == K_QUANT || t->kind == K_KEEP || t->kind == K_TOWER)
@@ -270,7 +272,7 @@ static void put_rule(FILE *f, const infer_tmpl *t, const char *prefix)
         fprintf(f, " linear");
     if (t->fuse)
         fprintf(f, " fuse=%s", t->fuse);
-    if (t->kind == K_EXPERT && t->out)
+    if ((t->kind == K_EXPERT || t->kind == K_KEEP) && t->out)
         fprintf(f, " out=%s", t->out);
     if (t->kind >= K_FUSED2 && t->kind <= K_ONE_T) {
         char lb[128];

@@ -114,7 +114,8 @@ broken fused_partner_kept "is quantized but .*v_proj.weight, its partner in vLLM
 
 # ---- plan --infer on the built-in families' synthetic checkpoints ----
 # Derivable: the inferred description plans exactly as the built-in family does.
-for arch in gemma4-dense qwen3-moe qwen2-moe mixtral glm4-moe deepseek-v3 kimi-k2 minimax-m2 glm4.7-flash kimi-k2.5; do
+for arch in gemma4-dense qwen3-moe qwen2-moe mixtral glm4-moe deepseek-v3 kimi-k2 minimax-m2 glm4.7-flash kimi-k2.5 \
+            qwen3-next qwen3.5-dense; do
     $FF_FAST synth --arch $arch "$W/p-$arch" > /dev/null 2>&1
     $FF plan "$W/p-$arch" --infer > "$W/p-$arch.fam" 2> /dev/null; irc=$?
     strip='import json,sys; j=json.load(open(sys.argv[1])); [j.pop(k) for k in ("family","families")]; print(json.dumps(j))'
@@ -130,6 +131,27 @@ for arch in mixtral kimi-k2.5; do
     if [ "$(digest "$W/pq-$arch")" = "$(digest "$W/pf-$arch")" ] && cmp -s "$W/pq-$arch/config.json" "$W/pf-$arch/config.json"; then
         pass "family_infer_same_bytes_$arch"; else fail "family_infer_same_bytes_$arch"; fi
 done
+# NOT derived, but the proposal passed back unedited plans and quantizes as the built-in family: the
+# indexer's wk/weights_proj (kept, as vLLM builds them without quant_config) and a fused
+# expert layout the shape cannot tell are the only guesses, and both are the built-in's.
+# Llama-4's gate_up_proj [E, H, 2I] with 2I == H fits both layouts: its down_proj [E, I, H]
+# tells it is transposed (the old proposal took it as [E, 2I, H]: the same plan, other bytes).
+for arch in deepseek-v3.2 qwen3.5-moe llama4; do
+    $FF_FAST synth --arch $arch "$W/b-$arch" > /dev/null 2>&1
+    $FF plan "$W/b-$arch" --infer > "$W/b-$arch.fam" 2> /dev/null; irc=$?
+    a=$($FF plan "$W/b-$arch" --json 2>&1 | python3 -c "$strip" /dev/stdin 2>&1)
+    b=$($FF plan "$W/b-$arch" --json --family-file "$W/b-$arch.fam" 2>&1 | python3 -c "$strip" /dev/stdin 2>&1)
+    $FF_FAST quantize "$W/b-$arch" "$W/bq-$arch" --no-doctor --quiet > /dev/null 2>&1
+    $FF_FAST quantize "$W/b-$arch" "$W/bf-$arch" --family-file "$W/b-$arch.fam" --no-doctor --quiet > /dev/null 2>&1
+    if [ $irc -eq 3 ] && grep -q "^# NOT derived" "$W/b-$arch.fam" && [ "$a" = "$b" ] &&
+       [ "$(digest "$W/bq-$arch")" = "$(digest "$W/bf-$arch")" ]; then
+        pass "family_infer_passed_back_same_plan_$arch" "and the same tensors"
+    else fail "family_infer_passed_back_same_plan_$arch" "rc=$irc $(grep -m1 derived "$W/b-$arch.fam")"; fi
+done
+grep -q "^keep ^mtp\[.\]layers\[.\]\[0-9\]+\[.\]mlp\[.\]experts\[.\]gate_up_proj\$ group=mtp out=gate_proj,up_proj guard=fixed linear$" "$W/b-qwen3.5-moe.fam" &&
+    grep -q "^keep \$(L)linear_attn\[.\]in_proj_qkv\[.\]weight\$ group=linear_attn linear$" "$W/b-qwen3.5-moe.fam" &&
+    pass family_infer_mtp_head_and_linear_attn_kept || fail family_infer_mtp_head_and_linear_attn_kept "$(grep -m3 'mtp\|linear_attn' "$W/b-qwen3.5-moe.fam" | tr '\n' ' ')"
+
 # The real Gemma-4 fixtures transformers saved: NOT derived (per_layer_* Linears no rule places,
 # kept; a fused expert layout the shape cannot tell), but the proposal passed back unedited
 # plans, quantizes and verifies as the built-in family: the dense one's full-attention layers
@@ -179,7 +201,7 @@ if [ $rc -eq 1 ] && grep -q "kind_no_key.fam: dense-per-layer-kind needs layer-k
 # interleaved bf16 experts for halves and wrote them):
 # NOT derived: plan --infer prints what it could and exits 3, and --infer-family refuses
 # before writing anything.
-for arch in gemma4-moe llama4 qwen3-next deepseek-v3.2 gpt-oss-20b gpt-oss-20b-bf16; do
+for arch in gemma4-moe llama4 kimi-k3 deepseek-v3.2 gpt-oss-20b gpt-oss-20b-bf16; do
     $FF_FAST synth --arch $arch "$W/n-$arch" > /dev/null 2>&1
     python3 - "$W/n-$arch/config.json" <<'PY'
 import json, sys
