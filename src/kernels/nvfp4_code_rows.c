@@ -33,6 +33,10 @@ typedef struct code_edges {
 typedef struct block_cache {
     code_edges e[128];
     uint8_t built[128];
+    /* the scale code of a group whose largest magnitude code is c: a
+     * function of the block and c alone, so found once per block for all
+     * 128 instead of once per group */
+    uint8_t scale[128];
 } block_cache;
 
 /* The last code c <= 126 with mag[c] <= top, or -1: a binary search, mag
@@ -97,10 +101,10 @@ __attribute__((cold, noinline)) static void carry_edges(const nvfp4_code_block *
     }
 }
 
-/* Lane g of the result (g < 8) is the largest byte of group g, for eight
+/* Byte g of the result (g < 8) is the largest byte of group g, for eight
  * groups of 16 bytes in m[0..3] (two a register): unpack and max across the
  * registers, then shifts within each 128-bit lane. */
-static T2 INL __m256i group_max8(const __m256i *m)
+static T2 INL __m128i group_max8(const __m256i *m)
 {
     __m256i t = _mm256_max_epu8(_mm256_unpacklo_epi8(m[0], m[1]), _mm256_unpackhi_epi8(m[0], m[1]));
     __m256i u = _mm256_max_epu8(_mm256_unpacklo_epi8(m[2], m[3]), _mm256_unpackhi_epi8(m[2], m[3]));
@@ -108,8 +112,7 @@ static T2 INL __m256i group_max8(const __m256i *m)
     v = _mm256_max_epu8(v, _mm256_srli_si256(v, 8));
     v = _mm256_max_epu8(v, _mm256_srli_si256(v, 4));
     /* lane 0's first dword holds groups 0 2 4 6, lane 1's 1 3 5 7 */
-    __m128i g = _mm_unpacklo_epi8(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    return _mm256_cvtepu8_epi32(g);
+    return _mm_unpacklo_epi8(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
 }
 
 /* Two groups' codes (their bytes a, magnitudes m) against their edges. */
@@ -146,21 +149,35 @@ static T2 INL void load_block(const uint8_t *p, __m256i flip, __m256i *a, __m256
     }
 }
 
+/* Each largest code's scale code for one block (block_cache.scale): the
+ * bf16 kernel's scales_bf16_256 on the magnitudes themselves, eight codes
+ * a call. Code 127 (NaN) is never decoded; its group is reported instead. */
+static T2 void block_scale_table(const nvfp4_code_block *blk, __m256 gsv, uint8_t *scale)
+{
+    for (int c = 0; c < 128; c += 8) {
+        __m256 eff;
+        __m256i codes = scales_bf16_256(_mm256_loadu_ps((const float *)blk->mag + c), gsv, &eff);
+        store_scale_bytes8(codes, scale + c);
+    }
+}
+
 /* Phase one for a block's eight groups: scale bytes to sc, their codes
- * (the edge table's keys) to key; NaN magnitudes or-ed into *nan. */
-static T2 INL void block_scales(const uint8_t *p, const nvfp4_code_block *blk, __m256 gsv, int32_t *key,
-                                uint8_t *sc, __m256i *nan)
+ * (the edge table's keys) to key, read off the block's table by each
+ * group's largest magnitude code; a NaN magnitude (0x7f) sets *nan. */
+static T2 INL void block_scales(const uint8_t *p, const nvfp4_code_block *blk, const block_cache *bc, int32_t *key,
+                                uint8_t *sc, unsigned *nan)
 {
     __m256i a[4], m[4];
     load_block(p, _mm256_set1_epi8((char)blk->flip), a, m);
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++)
-        *nan = _mm256_or_si256(*nan, _mm256_cmpeq_epi8(m[i], _mm256_set1_epi8(NAN_MAG)));
-    __m256 amax = _mm256_i32gather_ps((const float *)blk->mag, group_max8(m), 4);
-    __m256 eff;
-    __m256i codes = scales_bf16_256(amax, gsv, &eff);
-    _mm256_store_si256((__m256i *)key, _mm256_and_si256(codes, _mm256_set1_epi32(0x7f)));
-    store_scale_bytes8(codes, sc);
+    uint8_t top[16];
+    _mm_storeu_si128((__m128i *)top, group_max8(m));
+#pragma GCC unroll 8
+    for (int g = 0; g < GROUPS_PER_BLOCK; g++) {
+        uint8_t code = bc->scale[top[g]];
+        *nan |= top[g] == NAN_MAG;
+        sc[g] = code;
+        key[g] = code & 0x7f;
+    }
 }
 
 /* Phase two: the block's 64 packed bytes, its edges carried first where
@@ -189,15 +206,15 @@ static T2 INL void block_codes(const uint8_t *p, const nvfp4_code_block *blk, nv
 #define CHUNK_BLOCKS 3
 #define PREFETCH_AHEAD 4096
 
-static T2 INL void chunk_blocks(const uint8_t *p, unsigned nb, const nvfp4_code_block *blk, __m256 gsv,
-                                nvfp4_thr_table *tt, block_cache *bc, uint8_t *pk, uint8_t *sc, __m256i *nan)
+static T2 INL void chunk_blocks(const uint8_t *p, unsigned nb, const nvfp4_code_block *blk, nvfp4_thr_table *tt,
+                                block_cache *bc, uint8_t *pk, uint8_t *sc, unsigned *nan)
 {
     int32_t key[CHUNK_BLOCKS * GROUPS_PER_BLOCK] __attribute__((aligned(32)));
     for (unsigned b = 0; b < nb; b++) {
         const uint8_t *q = p + b * NVFP4_CODE_BLOCK;
         _mm_prefetch((const char *)((uintptr_t)q + PREFETCH_AHEAD), _MM_HINT_T0);
         _mm_prefetch((const char *)((uintptr_t)q + PREFETCH_AHEAD + 64), _MM_HINT_T0);
-        block_scales(q, &blk[b], gsv, key + b * GROUPS_PER_BLOCK, sc + b * GROUPS_PER_BLOCK, nan);
+        block_scales(q, &blk[b], &bc[b], key + b * GROUPS_PER_BLOCK, sc + b * GROUPS_PER_BLOCK, nan);
     }
     for (unsigned b = 0; b < nb; b++)
         block_codes(p + b * NVFP4_CODE_BLOCK, &blk[b], tt, &bc[b], key + b * GROUPS_PER_BLOCK,
@@ -206,12 +223,12 @@ static T2 INL void chunk_blocks(const uint8_t *p, unsigned nb, const nvfp4_code_
 
 /* A block narrower than 128 columns (the row's last) through a copy padded
  * with code 0, whose groups' output is dropped. */
-static T2 void short_block(const uint8_t *p, unsigned ng, const nvfp4_code_block *blk, __m256 gsv,
-                           nvfp4_thr_table *tt, block_cache *bc, uint8_t *pk, uint8_t *sc, __m256i *nan)
+static T2 void short_block(const uint8_t *p, unsigned ng, const nvfp4_code_block *blk, nvfp4_thr_table *tt,
+                           block_cache *bc, uint8_t *pk, uint8_t *sc, unsigned *nan)
 {
     uint8_t in[NVFP4_CODE_BLOCK] = {0}, packed[NVFP4_CODE_BLOCK / 2], scales[GROUPS_PER_BLOCK];
     memcpy(in, p, ng * NVFP4_GROUP);
-    chunk_blocks(in, 1, blk, gsv, tt, bc, packed, scales, nan);
+    chunk_blocks(in, 1, blk, tt, bc, packed, scales, nan);
     memcpy(pk, packed, ng * NVFP4_GROUP / 2);
     memcpy(sc, scales, ng);
 }
@@ -221,25 +238,27 @@ static T2 int code_rows_256(const uint8_t *codes, uint64_t cols, uint64_t nrows,
 {
     uint64_t groups = cols / NVFP4_GROUP, whole = cols / NVFP4_CODE_BLOCK;
     __m256 gsv = _mm256_set1_ps(gs);
-    __m256i nan = _mm256_setzero_si256();
+    unsigned nan = 0;
     nvfp4_thr_table tt;
     nvfp4_thr_init(&tt, gs);
-    for (uint64_t b = 0; b < (cols + NVFP4_CODE_BLOCK - 1) / NVFP4_CODE_BLOCK; b++)
+    for (uint64_t b = 0; b < (cols + NVFP4_CODE_BLOCK - 1) / NVFP4_CODE_BLOCK; b++) {
         memset(bc[b].built, 0, sizeof bc[b].built);
+        block_scale_table(&blocks[b], gsv, bc[b].scale);
+    }
     for (uint64_t r = 0; r < nrows; r++) {
         const uint8_t *row = codes + r * cols;
         uint8_t *pk = packed + r * (cols / 2), *sc = scales + r * groups;
         for (uint64_t b = 0; b < whole; b += CHUNK_BLOCKS) {
             unsigned nb = whole - b < CHUNK_BLOCKS ? (unsigned)(whole - b) : CHUNK_BLOCKS;
-            chunk_blocks(row + b * NVFP4_CODE_BLOCK, nb, &blocks[b], gsv, &tt, &bc[b], pk + b * NVFP4_CODE_BLOCK / 2,
+            chunk_blocks(row + b * NVFP4_CODE_BLOCK, nb, &blocks[b], &tt, &bc[b], pk + b * NVFP4_CODE_BLOCK / 2,
                          sc + b * GROUPS_PER_BLOCK, &nan);
         }
         uint64_t g0 = whole * GROUPS_PER_BLOCK;
         if (g0 < groups)
-            short_block(row + g0 * NVFP4_GROUP, (unsigned)(groups - g0), &blocks[whole], gsv, &tt, &bc[whole],
+            short_block(row + g0 * NVFP4_GROUP, (unsigned)(groups - g0), &blocks[whole], &tt, &bc[whole],
                         pk + g0 * 8, sc + g0, &nan);
     }
-    return !_mm256_testz_si256(nan, nan);
+    return nan != 0;
 }
 
 int nvfp4_code_rows_ok(void)
