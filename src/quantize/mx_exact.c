@@ -91,6 +91,16 @@ void mx_span_add(mx_span *s, const uint8_t *packed, const uint8_t *e8m0, uint64_
     s->groups += groups;
 }
 
+void mx_span_merge(mx_span *s, const mx_span *o)
+{
+    if (o->any) {
+        s->emin = s->any && s->emin < o->emin ? s->emin : o->emin;
+        s->emax = s->any && s->emax > o->emax ? s->emax : o->emax;
+        s->any = 1;
+    }
+    s->groups += o->groups;
+}
+
 int mx_exact_k(const mx_span *s, int *k)
 {
     if (!s->any) {

@@ -29,6 +29,8 @@ typedef struct mx_span {
 /* Adds a [rows, cols] MXFP4 weight: packed codes (cols / 2 bytes a row),
  * E8M0 exponents (cols / 32 a row). */
 void mx_span_add(mx_span *s, const uint8_t *packed, const uint8_t *e8m0, uint64_t rows, uint64_t cols);
+/* Adds span o (another range's) to s. */
+void mx_span_merge(mx_span *s, const mx_span *o);
 /* 1 and *k (global scale 2^k) when the span fits E4M3 and 2^k is a normal
  * float, else 0. */
 int mx_exact_k(const mx_span *s, int *k);

@@ -23,59 +23,119 @@ int qz_mxfp4_unit(const plan *p, const plan_unit *u)
     return 1;
 }
 
-/* Row r's exponents, or an E8M0 NaN refused. */
-static int mx_nan_row(const ckpt *c, const qs_weight *w, const plan_member *m, uint64_t r, ff_err *e)
+/* The exact route's row ranges on the pool: a unit's span (each range its
+ * own, merged in order), then each member's codes and scales filled for
+ * its writes. On one thread the span and the copies were the critical
+ * path of an MXFP4 job while the pool's other threads idled. */
+#define EXACT_ROWS 64
+
+typedef struct exact_job {
+    const unit_ctx *x;
+    const plan_unit *u;
+    size_t member;            /* fill: the member's index in the unit */
+    size_t *task_member;      /* span: each task's member */
+    uint64_t *task_row;
+    mx_span *span;            /* span: one per task */
+    uint64_t *bad;            /* span: the first E8M0 NaN row of each task, or UINT64_MAX */
+    const uint8_t *table;     /* fill: exponent -> scale byte */
+    uint8_t *codes, *scales;
+} exact_job;
+
+static uint64_t range_rows(const plan_member *m, uint64_t r0)
 {
-    const uint8_t *d = qs_mx_scales_row(c, w, m->src, r), *hit = memchr(d, MXFP4_SCALE_NAN, m->cols / MXFP4_GROUP);
-    return hit ? ff_fail(e, FF_EIO, "%s: tensor %s: an exponent of row %llu of %s is E8M0 255, which MX defines as NaN",
-                         ckpt_path(c, w->scale), w->scale->st->name, (unsigned long long)r, m->module)
-               : FF_OK;
+    return m->rows - r0 < EXACT_ROWS ? m->rows - r0 : EXACT_ROWS;
 }
 
-/* The unit's exponent span (row by row: a gpt-oss gate is every other
- * stored row), or an E8M0 NaN refused. */
+static void span_task(void *ctx, size_t t)
+{
+    exact_job *j = ctx;
+    const plan_member *m = &j->x->p->members[j->u->first + j->task_member[t]];
+    const qs_weight *w = plan_source_weight(j->x->p, m->src);
+    uint64_t r0 = j->task_row[t], n = range_rows(m, r0);
+    j->bad[t] = UINT64_MAX;
+    /* row by row: a gpt-oss gate is every other stored row */
+    for (uint64_t r = r0; r < r0 + n; r++) {
+        const uint8_t *d = qs_mx_scales_row(j->x->c, w, m->src, r);
+        if (memchr(d, MXFP4_SCALE_NAN, m->cols / MXFP4_GROUP)) {
+            j->bad[t] = r;
+            return;
+        }
+        mx_span_add(&j->span[t], qs_mx_codes_row(j->x->c, w, m->src, r), d, 1, m->cols);
+    }
+}
+
+static int span_fail(const exact_job *j, size_t t, ff_err *e)
+{
+    const plan_member *m = &j->x->p->members[j->u->first + j->task_member[t]];
+    const qs_weight *w = plan_source_weight(j->x->p, m->src);
+    return ff_fail(e, FF_EIO, "%s: tensor %s: an exponent of row %llu of %s is E8M0 255, which MX defines as NaN",
+                   ckpt_path(j->x->c, w->scale), w->scale->st->name, (unsigned long long)j->bad[t], m->module);
+}
+
+/* The unit's exponent span, or the first E8M0 NaN (in row order) refused. */
 static int mx_unit_span(const unit_ctx *x, const plan_unit *u, mx_span *sp, ff_err *e)
 {
-    for (size_t k = 0; k < u->count; k++) {
-        const plan_member *m = &x->p->members[u->first + k];
-        const qs_weight *w = plan_source_weight(x->p, m->src);
-        for (uint64_t r = 0; r < m->rows; r++) {
-            int rc = mx_nan_row(x->c, w, m, r, e);
-            if (rc)
-                return rc;
-            mx_span_add(sp, qs_mx_codes_row(x->c, w, m->src, r), qs_mx_scales_row(x->c, w, m->src, r), 1, m->cols);
-        }
+    size_t n = 0;
+    for (size_t k = 0; k < u->count; k++)
+        n += (size_t)((x->p->members[u->first + k].rows + EXACT_ROWS - 1) / EXACT_ROWS);
+    exact_job j = {.x = x, .u = u, .task_member = malloc((n + 1) * sizeof *j.task_member),
+                   .task_row = malloc((n + 1) * sizeof *j.task_row), .span = calloc(n + 1, sizeof *j.span),
+                   .bad = malloc((n + 1) * sizeof *j.bad)};
+    int rc = FF_OK;
+    if (!j.task_member || !j.task_row || !j.span || !j.bad) {
+        rc = ff_fail(e, FF_EIO, "out of memory quantizing %s", x->p->members[u->first].module);
+    } else {
+        size_t t = 0;
+        for (size_t k = 0; k < u->count; k++)
+            for (uint64_t r = 0; r < x->p->members[u->first + k].rows; r += EXACT_ROWS)
+                j.task_member[t] = k, j.task_row[t++] = r;
+        pool_run(x->pool, n, span_task, &j);
+        for (t = 0; t < n && rc == FF_OK; t++)
+            rc = j.bad[t] != UINT64_MAX ? span_fail(&j, t, e) : FF_OK;
+        for (t = 0; t < n && rc == FF_OK; t++)
+            mx_span_merge(sp, &j.span[t]);
     }
-    return FF_OK;
+    free(j.task_member), free(j.task_row), free(j.span), free(j.bad);
+    return rc;
+}
+
+static void fill_task(void *ctx, size_t t)
+{
+    exact_job *j = ctx;
+    const plan_member *m = &j->x->p->members[j->u->first + j->member];
+    const qs_weight *w = plan_source_weight(j->x->p, m->src);
+    uint64_t pb = m->cols / 2, sb = m->cols / NVFP4_GROUP, r0 = (uint64_t)t * EXACT_ROWS;
+    for (uint64_t r = r0; r < r0 + range_rows(m, r0); r++) {
+        mx_exact_scales_by(j->table, qs_mx_scales_row(j->x->c, w, m->src, r), 1, m->cols, j->scales + r * sb);
+        memcpy(j->codes + r * pb, qs_mx_codes_row(j->x->c, w, m->src, r), pb);   /* a gpt-oss slice: every other row */
+    }
 }
 
 /* Codes copied as they are, scales 2^(e - 127 + k), global scale 2^k. */
-static int mx_write_member(const unit_ctx *x, const plan_member *m, float gs, int k, ff_err *e)
+static int mx_write_member(const unit_ctx *x, const plan_unit *u, size_t member, float gs, int k, ff_err *e)
 {
-    const qs_weight *w = plan_source_weight(x->p, m->src);
+    const plan_member *m = &x->p->members[u->first + member];
     uint64_t pb = m->cols / 2, sb = m->cols / NVFP4_GROUP;
     /* the codes are copied here, not written from the map: write() faulting
      * the source in page by page inside the kernel cost 2-5 s of sys time
      * on 2.4 GB where a copy costs 0.1 */
-    uint8_t *scales = malloc(m->rows * sb + 1), *codes = malloc(m->rows * pb + 1);
-    if (!scales || !codes) {
-        free(scales);
-        free(codes);
-        return ff_fail(e, FF_EIO, "out of memory quantizing %s", m->module);
-    }
     uint8_t table[256];
     mx_exact_table(k, table);
-    for (uint64_t r = 0; r < m->rows; r++) {
-        mx_exact_scales_by(table, qs_mx_scales_row(x->c, w, m->src, r), 1, m->cols, scales + r * sb);
-        memcpy(codes + r * pb, qs_mx_codes_row(x->c, w, m->src, r), pb);   /* a gpt-oss slice: every other row */
+    exact_job j = {.x = x, .u = u, .member = member, .table = table, .scales = malloc(m->rows * sb + 1),
+                   .codes = malloc(m->rows * pb + 1)};
+    if (!j.scales || !j.codes) {
+        free(j.scales);
+        free(j.codes);
+        return ff_fail(e, FF_EIO, "out of memory quantizing %s", m->module);
     }
-    int rc = qz_out_write(&x->io->wc, x->wr, m->out, codes, m->rows * pb, e);
+    pool_run(x->pool, (size_t)((m->rows + EXACT_ROWS - 1) / EXACT_ROWS), fill_task, &j);
+    int rc = qz_out_write(&x->io->wc, x->wr, m->out, j.codes, m->rows * pb, e);
     if (!rc)
-        rc = qz_out_write(&x->io->wc, x->wr, m->out + 1, scales, m->rows * sb, e);
+        rc = qz_out_write(&x->io->wc, x->wr, m->out + 1, j.scales, m->rows * sb, e);
     if (!rc)
         rc = qz_out_write(&x->io->wc, x->wr, m->out + 2, &gs, sizeof gs, e);
-    free(scales);
-    free(codes);
+    free(j.scales);
+    free(j.codes);
     return rc;
 }
 
@@ -93,7 +153,7 @@ int qz_write_unit_exact(const unit_ctx *x, const plan_unit *u, int *done, ff_err
     }
     float gs = ldexpf(1.0f, k);
     for (size_t i = 0; i < u->count && rc == FF_OK; i++)
-        rc = mx_write_member(x, &x->p->members[u->first + i], gs, k, e);
+        rc = mx_write_member(x, u, i, gs, k, e);
     x->st->mx_exact += u->count;
     x->st->mx_exact_groups += sp.groups;
     return rc;
