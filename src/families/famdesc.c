@@ -637,7 +637,8 @@ static int finish(famparse *ps, const ff_family *base, ff_err *e)
         return perr(ps, e, "an experts rule needs experts-key (the config key giving the expert count)");
     }
     if ((d->nkind_dense[0] || d->nkind_dense[1]) && !d->kinds_key)
-        return ff_fail(e, FF_EIO, "%s: dense-per-layer-kind needs layer-kinds (the config key listing each layer's kind)",
+        return ff_fail(e, FF_EIO,
+                       "%s: dense-per-layer-kind needs layer-kinds (the config key listing each layer's kind)",
                        ps->origin);
     if (d->experts_keys[0] && !given(ps, "moe-layers"))
         d->moe.all = 1;

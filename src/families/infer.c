@@ -236,8 +236,8 @@ static void orient_by_sibling(infer_scan *s, infer_tmpl *t)
         if (o == t || o->ambiguous || (o->kind != K_ONE && o->kind != K_ONE_T) ||
             strncmp(o->name, t->name, module) != 0 || strchr(o->name + module, '.'))
             continue;
-        int trans = o->kind == K_ONE_T;
-        t->kind = t->kind == K_FUSED2 || t->kind == K_FUSED2_T ? (trans ? K_FUSED2_T : K_FUSED2) : (trans ? K_ONE_T : K_ONE);
+        int trans = o->kind == K_ONE_T, two = t->kind == K_FUSED2 || t->kind == K_FUSED2_T;
+        t->kind = two ? (trans ? K_FUSED2_T : K_FUSED2) : (trans ? K_ONE_T : K_ONE);
         t->ambiguous = 0, t->oriented_by = o->name;
         return;
     }
