@@ -66,14 +66,12 @@ __attribute__((target("avx2"))) static uint64_t span_avx2(mx_span *s, const uint
         uint8_t l[32], h[32];
         _mm256_storeu_si256((__m256i *)l, lo);
         _mm256_storeu_si256((__m256i *)h, hi);
-        int emin = 255, emax = 0;
+        mx_span part = {.emin = 255, .emax = 0, .any = 1};
         for (int i = 0; i < 32; i++) {
-            emin = l[i] < emin ? l[i] : emin;
-            emax = h[i] > emax ? h[i] : emax;
+            part.emin = l[i] < part.emin ? l[i] : part.emin;
+            part.emax = h[i] > part.emax ? h[i] : part.emax;
         }
-        s->emin = s->any && s->emin < emin ? s->emin : emin;
-        s->emax = s->any && s->emax > emax ? s->emax : emax;
-        s->any = 1;
+        mx_span_merge(s, &part);
     }
     return p;
 }
