@@ -11,6 +11,8 @@ rm -rf "$WORK"; mkdir -p "$WORK"
 rc=0
 for t in tests/golden/t_*.sh; do
     [ -f "$t" ] || continue
+    t0=$SECONDS
     bash "$t" || rc=1
+    echo "# $(basename "$t") took $((SECONDS - t0))s (the whole suite must stay under 40 minutes)"
 done
 exit $rc

@@ -58,24 +58,29 @@ if ! timeout 300 "$VENV/bin/python" tests/probe/make_model.py "$FIXTURE" "$D/mod
 fi
 pass "probe_make_models (fp4forge quantize: $(grep -m1 quantized "$D/models.log" | sed 's/^ *//'))"
 
-SERVER_PID=
-stop_server() {
-    [ -n "$SERVER_PID" ] || return 0
-    kill -TERM -- "-$SERVER_PID" 2>/dev/null
-    for _ in $(seq 1 20); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.5; done
-    kill -KILL -- "-$SERVER_PID" 2>/dev/null
-    SERVER_PID=
+# Seats are served two at a time: a starting vLLM is one busy core for about 20 s, and
+# CI has two. SEAT_PID / SEAT_URL per seat; URL is the seat being probed.
+declare -A SEAT_PID SEAT_URL
+stop_seat() {
+    local pid=${SEAT_PID[$1]:-}
+    [ -n "$pid" ] || return 0
+    kill -TERM -- "-$pid" 2>/dev/null
+    for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    kill -KILL -- "-$pid" 2>/dev/null
+    SEAT_PID[$1]=
 }
-trap stop_server EXIT
+stop_all() { local s; for s in "${!SEAT_PID[@]}"; do stop_seat "$s"; done; }
+trap stop_all EXIT
 
-# serve SEAT [vllm args]: starts vLLM on a fresh loopback port (sets URL).
+# serve SEAT [vllm args]: starts vLLM for SEAT on a fresh loopback port.
 serve() {
-    local seat=$1; shift
-    PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    URL="http://127.0.0.1:$PORT"
-    SERVER_PID=$(bash tests/probe/serve.sh "$VENV" "$D/models/$seat" "$PORT" tiny-gemma4 \
+    local seat=$1 port; shift
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    SEAT_URL[$seat]="http://127.0.0.1:$port"
+    SEAT_PID[$seat]=$(bash tests/probe/serve.sh "$VENV" "$D/models/$seat" "$port" tiny-gemma4 \
         "$D/vllm-$seat.log" "$@")
 }
+use_seat() { URL=${SEAT_URL[$1]}; SERVER_PID=${SEAT_PID[$1]}; }
 
 # probe_seat NAME EXPECT_RC [probe args]: the probe waits (with back-off) for
 # the starting server itself; --wait bounds that, timeout bounds the whole.
@@ -97,8 +102,11 @@ probe_seat() {
     return 0
 }
 
-# 1. Healthy seat, started with a tool parser so the tool request is served.
+# 1. Healthy seat, started with a tool parser so the tool request is served (the NaN
+#    seat starts beside it).
 serve healthy --enable-auto-tool-choice --tool-call-parser gemma4
+serve nan
+use_seat healthy
 probe_seat healthy 0 --json --tools
 if python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(not (r["ready"]["attempts"] >= 2 and r["max_model_len"] == 512))' "$D/healthy.out" 2>/dev/null; then
     pass probe_waited_for_loading_and_read_max_model_len
@@ -118,7 +126,7 @@ raw=b"".join(b"\0"+b"\xc8\x1e\x1e"*8 for _ in range(8))
 open(sys.argv[1],"wb").write(b"\x89PNG\r\n\x1a\n"+ch(b"IHDR",struct.pack(">IIBBBBB",8,8,8,2,0,0,0))+ch(b"IDAT",zlib.compress(raw))+ch(b"IEND",b""))' "$D/red.png"
 "$FF" probe "$URL" --wait 10 --timeout 60 --vision "$D/red.png" > "$D/vision.out" 2>&1; rc=$?
 [ $rc -eq 16 ] && pass probe_vision_refused_exit_16 || fail probe_vision_refused_exit_16 "rc=$rc"
-stop_server
+stop_seat healthy
 
 # The seat ran fp4forge's NVFP4A16 through vLLM's compressed-tensors path + the plugin.
 if grep -q "fp4forge TEST plugin: vLLM refused NVFP4A16 linear" "$D/vllm-healthy.log" \
@@ -131,16 +139,18 @@ fi
 
 # 2. One NaN fp8 block scale in layers.0.mlp.down_proj (16 weights dequantize to NaN):
 #    HTTP 400 on logprobs -> NAN_LOGPROBS.
-serve nan
+use_seat nan
 probe_seat nan 12 --json
 grep -q '"NAN_LOGPROBS"' "$D/nan.out" && grep -q 'not JSON compliant' "$D/nan.out" \
     && pass probe_nan_names_the_400 || fail probe_nan_names_the_400
-stop_server
+stop_seat nan
 
-# 3. Output collapsed onto one token -> DEGENERATE.
+# 3. Output collapsed onto one token -> DEGENERATE (the router seat of 4 starts beside it).
 serve loop
+[ -d "$D/models/router" ] && serve router
+use_seat loop
 probe_seat loop 14
-stop_server
+stop_seat loop
 
 # 4. Layer 0's router quantized on purpose. vLLM 0.32 builds Gemma-4's router as an
 #    unquantized GateLinear, so its loader refuses the checkpoint ("There is no module or
@@ -149,7 +159,7 @@ stop_server
 #    has either exited or answers /health (bounded), so a dead seat costs no --wait 420;
 #    should vLLM ever load it, the probe runs with the full wait and this check says so.
 if [ -d "$D/models/router" ]; then
-    serve router
+    use_seat router
     settled=up
     for _ in $(seq 1 150); do
         st=$(ps -o stat= -p "$SERVER_PID" 2>/dev/null)  # gone, or a zombie nobody reaped
@@ -164,7 +174,7 @@ if [ -d "$D/models/router" ]; then
     else
         fail probe_router_quantized_seat_refused_by_vllm "server $settled; $(tail -1 "$D/vllm-router.log" | cut -c1-200)"
     fi
-    stop_server
+    stop_seat router
 else
     echo "SKIP probe_router (fixture has no MoE router)"
 fi
