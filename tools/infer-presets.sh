@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # plan --infer against the built-in families (issue 37): for every synth preset (tiny) and
 # every checkpoint folder given, the proposal is passed back with --family-file unedited and
-# compared with the built-in family: plan --json (the family names aside), then the
+# compared with the built-in family: plan --json (the family names and notes aside), then the
 # quantized tensors and config.json (sha256) and a verify --family-file of that output.
 # One line per model: derived or the NOT derived reason, plan same/DIFF, bytes same/DIFF.
 #   bash tools/infer-presets.sh [FP4FORGE] WORKDIR [DIR...]
@@ -9,7 +9,9 @@ set -uo pipefail
 F=build/fp4forge
 [ -x "${1:-}" ] && [ ! -d "$1" ] && { F=$(realpath "$1"); shift; }
 W=$1; shift; mkdir -p "$W"
-strip='import json,sys; j=json.load(open(sys.argv[1])); [j.pop(k) for k in ("family","families")]; print(json.dumps(j,sort_keys=True))'
+# a family's notes are its author's word on serving (gpt-oss: vLLM 0.32 cannot load the output), which
+# no checkpoint shows: compared without them
+strip='import json,sys; j=json.load(open(sys.argv[1])); [j.pop(k) for k in ("family","families","notes")]; print(json.dumps(j,sort_keys=True))'
 planj() { "$F" plan "$@" --json 2>&1 | python3 -c "$strip" /dev/stdin 2>&1; }
 digest() { (cd "$1" 2>/dev/null && sha256sum ./*.safetensors config.json | sha256sum | cut -c1-16); }
 dirs=()

@@ -14,7 +14,8 @@
 #include "decoder.h"
 #include "jsonio.h"
 
-#define MAX_TOKENS 16
+/* words on one line: a note (up to 599 bytes) is words too */
+#define MAX_TOKENS 64
 #define MAX_DEFINES 32
 
 typedef struct famparse {
@@ -499,6 +500,36 @@ static int kind_count(famparse *ps, char **tok, int moe, ff_err *e)
     return rc;
 }
 
+/* layer-kind-numbers KEY BASE KIND OTHER: the config list KEY (a dotted
+ * path) numbers the layers of KIND from BASE; the others are OTHER. */
+static int d_kind_numbers(famparse *ps, char **tok, int ntok, ff_err *e)
+{
+    (void)ntok;
+    ff_famdesc *d = ps->d;
+    if (d->kinds_key)
+        return perr(ps, e, "layer kinds are given twice (layer-kinds or layer-kind-numbers once)");
+    if (strcmp(tok[2], "0") != 0 && strcmp(tok[2], "1") != 0)
+        return perr(ps, e, "'%s' is not a base: the list counts layers from 0 or from 1", tok[2]);
+    d->kinds_base = tok[2][0] - '0';
+    if (strcmp(tok[3], tok[4]) == 0)
+        return perr(ps, e, "the listed layers' kind and the others' are both '%s'", tok[3]);
+    int rc = one_key(ps, tok[1], &d->kinds_key, e);
+    if (!rc)
+        rc = one_key(ps, tok[3], &d->kinds_named, e);
+    if (!rc)
+        rc = one_key(ps, tok[4], &d->kinds_other, e);
+    d->kinds_numbered = !rc;
+    return rc;
+}
+
+static int d_kinds(famparse *ps, char **tok, int ntok, ff_err *e)
+{
+    (void)ntok;
+    if (ps->d->kinds_key)
+        return perr(ps, e, "layer kinds are given twice (layer-kinds or layer-kind-numbers once)");
+    return one_key(ps, tok[1], &ps->d->kinds_key, e);
+}
+
 static int d_kind_dense(famparse *ps, char **tok, int ntok, ff_err *e) { return (void)ntok, kind_count(ps, tok, 0, e); }
 static int d_kind_moe(famparse *ps, char **tok, int ntok, ff_err *e) { return (void)ntok, kind_count(ps, tok, 1, e); }
 
@@ -539,7 +570,8 @@ static const struct directive {
     {"dense-per-layer", 1, 1, D_COUNT, NULL, offsetof(ff_famdesc, dense_per_layer), 0, "dense-per-layer N"},
     {"dense-per-moe-layer", 1, 1, D_COUNT, NULL, offsetof(ff_famdesc, dense_per_moe_layer), 0,
      "dense-per-moe-layer N"},
-    {"layer-kinds", 1, 1, D_KEY, NULL, offsetof(ff_famdesc, kinds_key), 0, "layer-kinds KEY"},
+    {"layer-kinds", 1, 1, D_FN, d_kinds, 0, 0, "layer-kinds KEY"},
+    {"layer-kind-numbers", 4, 4, D_FN, d_kind_numbers, 0, 0, "layer-kind-numbers KEY BASE KIND OTHER"},
     {"dense-per-layer-kind", 2, 2, D_FN, d_kind_dense, 0, 1, "dense-per-layer-kind KIND N"},
     {"dense-per-moe-layer-kind", 2, 2, D_FN, d_kind_moe, 0, 1, "dense-per-moe-layer-kind KIND N"},
     {"routers-per-moe-layer", 1, 1, D_COUNT, NULL, offsetof(ff_famdesc, routers_per_moe_layer), 0,
@@ -638,7 +670,8 @@ static int finish(famparse *ps, const ff_family *base, ff_err *e)
     }
     if ((d->nkind_dense[0] || d->nkind_dense[1]) && !d->kinds_key)
         return ff_fail(e, FF_EIO,
-                       "%s: dense-per-layer-kind needs layer-kinds (the config key listing each layer's kind)",
+                       "%s: dense-per-layer-kind needs layer-kinds (the config key listing each layer's kind) "
+                       "or layer-kind-numbers",
                        ps->origin);
     if (d->experts_keys[0] && !given(ps, "moe-layers"))
         d->moe.all = 1;

@@ -46,6 +46,12 @@ typedef struct ff_famdesc {
      * counts that differ for a kind: full-attention layers under k_eq_v have
      * no v_proj. [0] dense layers, [1] MoE layers. */
     const char *kinds_key;
+    /* Or (layer-kind-numbers) kinds_key is a list of layer numbers counted
+     * from kinds_base (Kimi-K3's linear_attn_config.kda_layers, 1-based):
+     * those layers are kinds_named, every other kinds_other. */
+    int kinds_numbered;
+    int64_t kinds_base;
+    const char *kinds_named, *kinds_other;
     famdesc_kind_count kind_dense[2][FAMDESC_MAX_KEYS];
     int nkind_dense[2];
     const char *shared_key;   /* MoE layers carry a shared expert when this key is > 0 */

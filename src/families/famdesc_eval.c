@@ -93,20 +93,58 @@ static int64_t dense_of_layer(const ff_famdesc *d, const char *kind, int moe)
     return moe ? d->dense_per_moe_layer : d->dense_per_layer;
 }
 
+/* Layer l's kind from a list of layer numbers (layer-kind-numbers): every
+ * entry must name a layer, so a list counted from the other base is refused,
+ * not read one layer off. */
+static int numbered_kind(const ff_famdesc *d, const json_t *list, int64_t layers, int64_t l, const char **kind,
+                         ff_err *e)
+{
+    *kind = d->kinds_other;
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const json_t *v = json_array_get(list, i);
+        int64_t n = json_is_integer(v) ? (int64_t)json_integer_value(v) : -1;
+        if (n < d->kinds_base || n >= layers + d->kinds_base)
+            return ff_fail(e, FF_EIO, "config.json: %s%s%s[%zu] is not a layer number from %lld to %lld "
+                                      "(layer-kind-numbers counts from %lld)",
+                           d->section ? d->section : "", d->section ? "." : "", d->kinds_key, i,
+                           (long long)d->kinds_base, (long long)(layers - 1 + d->kinds_base), (long long)d->kinds_base);
+        if (n - d->kinds_base == l)
+            *kind = d->kinds_named;
+    }
+    return FF_OK;
+}
+
+/* Layer l's kind: its entry in the config's list of kinds, or whether the
+ * list of numbers names it. */
+static int layer_kind(const ff_famdesc *d, const json_t *c, int64_t layers, int64_t l, const char **kind, ff_err *e)
+{
+    const json_t *list = jsonio_path(c, d->kinds_key);
+    if (d->kinds_numbered) {
+        if (!json_is_array(list))
+            return ff_fail(e, FF_EIO, "config.json: %s (layer-kind-numbers) is not a list of layer numbers",
+                           d->kinds_key);
+        return numbered_kind(d, list, layers, l, kind, e);
+    }
+    if (!json_is_array(list) || (int64_t)json_array_size(list) < layers)
+        return ff_fail(e, FF_EIO, "config.json: %s (layer-kinds) is not a list of the %lld layers' kinds", d->kinds_key,
+                       (long long)layers);
+    *kind = json_string_value(json_array_get(list, (size_t)l));
+    if (!*kind)
+        return ff_fail(e, FF_EIO, "config.json: %s[%lld] is not a string", d->kinds_key, (long long)l);
+    return FF_OK;
+}
+
 /* Dense Linears summed layer by layer, when the counts depend on a layer's
  * kind; a kinds list that does not name every layer is refused, not guessed. */
 static int dense_by_kind(const ff_famdesc *d, const json_t *c, const ff_geometry *g, int64_t layers, int64_t *dense,
                          ff_err *e)
 {
-    const json_t *kinds = json_object_get(c, d->kinds_key);
-    if (!json_is_array(kinds) || (int64_t)json_array_size(kinds) < layers)
-        return ff_fail(e, FF_EIO, "config.json: %s (layer-kinds) is not a list of the %lld layers' kinds", d->kinds_key,
-                       (long long)layers);
     *dense = 0;
     for (int64_t l = 0; l < layers; l++) {
-        const char *kind = json_string_value(json_array_get(kinds, (size_t)l));
-        if (!kind)
-            return ff_fail(e, FF_EIO, "config.json: %s[%lld] is not a string", d->kinds_key, (long long)l);
+        const char *kind = NULL;
+        int rc = layer_kind(d, c, layers, l, &kind, e);
+        if (rc)
+            return rc;
         int moe = g->experts > 0 && famdesc_is_moe_layer(&d->moe, c, (int)l);
         *dense += dense_of_layer(d, kind, moe);
     }

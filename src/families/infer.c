@@ -146,6 +146,8 @@ static void place_kept(infer_tmpl *t)
         t->group = "bias";
     } else if (t->st->ndim <= 1 || !fs_ends_with(n, ".weight")) {
         t->group = "other";
+    } else if (t->st->ndim == 3 && has(n, "conv")) {
+        t->group = "other";   /* a short convolution's kernel (KDA's, Mamba's): not a Linear */
     } else {
         t->kind = K_UNPLACED;
         t->linear = 1;      /* likely a Linear: listed in ignore, so vLLM keeps it as it is */
@@ -181,6 +183,19 @@ static int router_parent(const char *name, const char *leaf)
     return (len == 4 && strncmp(name + start, "gate", 4) == 0) || (len == 6 && strncmp(name + start, "router", 6) == 0);
 }
 
+/* Kimi Delta Attention's projections (Kimi-Linear, Kimi-K3) and an MLA
+ * output gate: vLLM builds each with the quant config (kda.py, mla.py). */
+static const char *const gated_attention_leaves[] = {"g_proj", "f_a_proj", "f_b_proj", "b_proj", "g_a_proj",
+                                                     "g_b_proj", NULL};
+
+static int gated_attention_leaf(const char *leaf)
+{
+    for (int i = 0; gated_attention_leaves[i]; i++)
+        if (strcmp(leaf, gated_attention_leaves[i]) == 0)
+            return 1;
+    return 0;
+}
+
 static void place(infer_scan *s, infer_tmpl *t)
 {
     char lb[128];
@@ -192,9 +207,11 @@ static void place(infer_scan *s, infer_tmpl *t)
         t->kind = K_UNPLACED;     /* a name a pattern cannot say plainly */
         t->linear = two_d;
     } else if (is_tower(n)) {
-        /* a position or patch embedding table is not a Linear */
+        /* a position or patch embedding table is not a Linear, nor is a patch
+         * embedding's projection (a convolution's kernel, flattened in Kimi-K3's
+         * MoonViT-3D) */
         t->kind = K_TOWER, t->linear = two_d && !fs_ends_with(leaf, "embed") && !fs_ends_with(leaf, "embedding") &&
-                                       !fs_ends_with(leaf, "embeddings");
+                                       !fs_ends_with(leaf, "embeddings") && !has(n, "patch_embed.");
     } else if (strncmp(n, "mtp.", 4) == 0) {
         place_mtp_head(t, leaf, two_d);
     } else if (has(n, ".linear_attn.")) {
@@ -216,10 +233,42 @@ static void place(infer_scan *s, infer_tmpl *t)
     } else if (two_d && t->layered && ((experts > 0 && st->shape[0] == experts) || (st->shape[0] == 1 && has(n, "gate")))) {
         t->kind = K_ROUTER;       /* a router's width is the expert count; a shared expert's gate is 1 */
         t->parent = router_parent(n, leaf);
-    } else if (two_d && t->layered && ff_linear_leaf(leaf, strlen(leaf)) && st->shape[1] % 16 == 0) {
+    } else if (two_d && t->layered && (ff_linear_leaf(leaf, strlen(leaf)) || gated_attention_leaf(leaf)) &&
+               st->shape[1] % 16 == 0) {
         t->kind = K_QUANT, t->group = linear_group(n), t->fuse = fuse_key(leaf);
     } else {
         place_kept(t);
+    }
+}
+
+/* An attention with a gate beside its input projections is one fused input
+ * GEMM in vLLM: MLA's q_a, kv_a and g (fused_qkv_a_g_proj), KDA's q, k, v,
+ * g, f_a and b (in_proj_qkvgfab; kimi_k3 mla.py, kda.py). One tie key for
+ * them all ("in_proj"), as a layer is one kind or the other. Tying more
+ * than vLLM fuses costs a little precision; tying less serves wrong
+ * weights, so a module with such a gate ties the whole set. */
+static void tie_gated_inputs(infer_scan *s)
+{
+    static const char *const inputs[] = {"q_proj", "k_proj", "v_proj", "q_a_proj", "kv_a_proj_with_mqa", "g_proj",
+                                         "f_a_proj", "b_proj", NULL};
+    for (size_t i = 0; i < s->ntmpl; i++) {
+        const infer_tmpl *g = &s->tmpl[i];
+        char lb[128];
+        const char *leaf = leaf_of(g->name, lb, sizeof lb);
+        if (g->kind != K_QUANT || (strcmp(leaf, "g_proj") != 0 && strcmp(leaf, "f_a_proj") != 0))
+            continue;
+        size_t module = (size_t)(strstr(g->name, leaf) - g->name);
+        for (size_t j = 0; j < s->ntmpl; j++) {
+            infer_tmpl *t = &s->tmpl[j];
+            char ob[128];
+            const char *other = leaf_of(t->name, ob, sizeof ob);
+            if (t->kind != K_QUANT || strncmp(t->name, g->name, module) != 0 || strchr(t->name + module, '.') !=
+                                                                                     t->name + module + strlen(other))
+                continue;
+            for (int k = 0; inputs[k]; k++)
+                if (strcmp(other, inputs[k]) == 0)
+                    t->fuse = "in_proj";
+        }
     }
 }
 
@@ -313,6 +362,7 @@ int infer_scan_build(infer_scan *s, const ckpt *c, ff_err *e)
     for (size_t i = 0; i < s->ntmpl; i++)
         if (s->tmpl[i].ambiguous)
             orient_by_sibling(s, &s->tmpl[i]);
+    tie_gated_inputs(s);
     return FF_OK;
 }
 

@@ -11,6 +11,7 @@
 #include "famdesc.h"
 #include "infer_int.h"
 #include "jsonio.h"
+#include "qsource.h"
 
 typedef struct infer_counts {
     int64_t dense_per_layer, dense_per_moe_layer, routers_per_moe_layer;
@@ -18,6 +19,10 @@ typedef struct infer_counts {
     famdesc_moe_layers moe;
     const char *experts_key, *top_k_key, *width_key;
     const char *kinds_key;    /* the config's list of layer kinds, when the counts follow it */
+    /* or a list of the layer numbers of one kind (layer-kind-numbers) */
+    int kinds_numbered;
+    int64_t kinds_base;
+    char numbered_key[128], numbered_kind[64];
     famdesc_kind_count kinds[2][FAMDESC_MAX_KEYS];
     int nkinds[2];
     int derived;
@@ -57,29 +62,40 @@ static const char *layer_kinds_key(const infer_scan *s)
 
 #define NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-."
 
-static const char *kind_of(const infer_scan *s, const char *key, int64_t l)
+/* Where a layer's kind comes from: a list of kinds, or a list of the layer
+ * numbers of one kind counted from base. */
+typedef struct kinds_src {
+    const char *key;
+    int numbered;
+    int64_t base;
+    const char *named;
+} kinds_src;
+
+static const char *kind_of(const infer_scan *s, const kinds_src *src, int64_t l)
 {
-    return json_string_value(json_array_get(json_object_get(s->cfg, key), (size_t)l));
+    const json_t *list = jsonio_path(s->cfg, src->key);
+    if (!src->numbered)
+        return json_string_value(json_array_get(list, (size_t)l));
+    for (size_t i = 0; i < json_array_size(list); i++)
+        if (json_integer_value(json_array_get(list, i)) == l + src->base)
+            return src->named;
+    return "other";
 }
 
-/* The layers of one class hold different counts: a count for each kind of
- * the config's list, the first layer's kind the default. 0 when a kind's
- * layers disagree too, or there is no list. */
-static int counts_by_kind(infer_counts *k, const infer_scan *s, const int64_t *n, const char *moe, int want_moe,
-                          int64_t *out)
+/* Every layer of a kind holds the same count: a count for each kind, the
+ * first layer's kind the default. 0 when a kind's layers disagree. */
+static int counts_follow(infer_counts *k, const infer_scan *s, const kinds_src *src, const int64_t *n,
+                         const char *moe, int want_moe, int64_t *out)
 {
-    const char *key = k->kinds_key ? k->kinds_key : layer_kinds_key(s);
-    if (!key)
-        return 0;
     const char *kinds[FAMDESC_MAX_KEYS + 1];
     int64_t count[FAMDESC_MAX_KEYS + 1] = {0};
     int nk = 0;
     for (int64_t l = 0; l < s->layers; l++) {
         if (moe[l] != want_moe)
             continue;
-        const char *kind = kind_of(s, key, l);
+        const char *kind = kind_of(s, src, l);
         /* written back as one word of a directive */
-        if (!*kind || strspn(kind, NAME_CHARS) != strlen(kind))
+        if (!kind || !*kind || strspn(kind, NAME_CHARS) != strlen(kind))
             return 0;
         int i = 0;
         while (i < nk && strcmp(kinds[i], kind) != 0)
@@ -91,12 +107,86 @@ static int counts_by_kind(infer_counts *k, const infer_scan *s, const int64_t *n
         else if (count[i] != n[l])
             return 0;
     }
-    k->kinds_key = key;
     *out = count[0];
     for (int i = 1; i < nk; i++)
         if (count[i] != count[0])
             k->kinds[want_moe][k->nkinds[want_moe]++] = (famdesc_kind_count){.kind = kinds[i], .dense = count[i]};
     return 1;
+}
+
+/* A list of layer numbers counted from base: every entry names a layer. */
+static int numbers_fit(const json_t *list, int64_t layers, int64_t base)
+{
+    if (!json_is_array(list) || !json_array_size(list))
+        return 0;
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const json_t *v = json_array_get(list, i);
+        if (!json_is_integer(v) || json_integer_value(v) < base || json_integer_value(v) >= layers + base)
+            return 0;
+    }
+    return 1;
+}
+
+/* Config lists of layer numbers, at the top or one object down (Kimi-K3's
+ * linear_attn_config.kda_layers, 1-based): the first whose layers, from
+ * exactly one of the two bases, explain the counts. The kind is the key's
+ * last word less "_layers"; a list that fits from both bases is a guess. */
+static int counts_by_numbers(infer_counts *k, const infer_scan *s, const int64_t *n, const char *moe, int want_moe,
+                             int64_t *out)
+{
+    const char *key, *sub;
+    json_t *v, *w;
+    json_object_foreach((json_t *)s->cfg, key, v) {
+        json_t *one = json_object(), *objs = json_is_object(v) ? v : one;
+        if (!json_is_object(v) && (!one || json_object_set(one, "", v)))
+            objs = NULL;
+        json_object_foreach(objs, sub, w) {
+            char path[128], kind[64];
+            snprintf(path, sizeof path, "%s%s%s", key, *sub ? "." : "", sub);
+            snprintf(kind, sizeof kind, "%s", *sub ? sub : key);
+            char *tail = strstr(kind, "_layers");
+            if (tail && !tail[7])
+                *tail = 0;
+            if (strlen(path) >= sizeof k->numbered_key || strlen(kind) >= sizeof k->numbered_kind)
+                continue;
+            memcpy(k->numbered_key, path, strlen(path) + 1), memcpy(k->numbered_kind, kind, strlen(kind) + 1);
+            kinds_src src = {.key = k->numbered_key, .numbered = 1, .named = k->numbered_kind};
+            int fit[2], nk0 = k->nkinds[want_moe];
+            for (int base = 0; base < 2; base++) {
+                src.base = base;
+                fit[base] = numbers_fit(w, s->layers, base) && counts_follow(k, s, &src, n, moe, want_moe, out);
+                k->nkinds[want_moe] = nk0;
+            }
+            if (fit[0] + fit[1] != 1)
+                continue;          /* none explains the counts, or both bases do: which is a guess */
+            src.base = k->kinds_base = fit[1];
+            counts_follow(k, s, &src, n, moe, want_moe, out);
+            k->kinds_key = k->numbered_key, k->kinds_numbered = 1;
+            json_decref(one);
+            return 1;
+        }
+        json_decref(one);
+    }
+    return 0;
+}
+
+/* The layers of one class hold different counts: a count for each kind of
+ * the config's list of kinds, or of a list of one kind's layer numbers. 0
+ * when no list explains them. */
+static int counts_by_kind(infer_counts *k, const infer_scan *s, const int64_t *n, const char *moe, int want_moe,
+                          int64_t *out)
+{
+    if (k->kinds_key) {   /* the other class chose the list: one list for both */
+        kinds_src src = {.key = k->kinds_key, .numbered = k->kinds_numbered, .base = k->kinds_base,
+                         .named = k->numbered_kind};
+        return counts_follow(k, s, &src, n, moe, want_moe, out);
+    }
+    kinds_src src = {.key = layer_kinds_key(s)};
+    if (src.key && counts_follow(k, s, &src, n, moe, want_moe, out)) {
+        k->kinds_key = src.key;
+        return 1;
+    }
+    return counts_by_numbers(k, s, n, moe, want_moe, out);
 }
 
 /* Every dense layer must quantize the same number of Linears, and every MoE
@@ -354,7 +444,11 @@ static void put_invariants(FILE *f, const infer_scan *s, const infer_counts *k)
             fprintf(f, "expert-width-key %s\n", k->width_key);
         put_moe(f, k);
     }
-    if (k->kinds_key)
+    if (k->kinds_key && k->kinds_numbered)
+        fprintf(f, "# the layers %s numbers (from %lld) quantize another number of Linears\n"
+                   "layer-kind-numbers %s %lld %s other\n",
+                k->kinds_key, (long long)k->kinds_base, k->kinds_key, (long long)k->kinds_base, k->numbered_kind);
+    else if (k->kinds_key)
         fprintf(f, "# layers of some kinds (%s) quantize another number of Linears\nlayer-kinds %s\n", k->kinds_key,
                 k->kinds_key);
     fprintf(f, "dense-per-layer %lld\n", (long long)(k->dense_seen ? k->dense_per_layer : 0));
@@ -409,11 +503,8 @@ static int write_text(ff_infer *r, const ckpt *c, const infer_scan *s, const inf
     return FF_OK;
 }
 
-int ff_family_infer(const ckpt *c, ff_infer *r, ff_err *e)
+static int infer_from(const ckpt *c, ff_infer *r, ff_err *e)
 {
-    memset(r, 0, sizeof *r);
-    if (!c->config)
-        return ff_fail(e, FF_EIO, "%s: missing config.json", c->dir);
     infer_scan s;
     int rc = infer_scan_build(&s, c, e);
     infer_counts k = {.derived = 1, .why = r->why, .why_size = sizeof r->why};
@@ -438,6 +529,29 @@ int ff_family_infer(const ckpt *c, ff_infer *r, ff_err *e)
     infer_scan_free(&s);
     if (rc)
         ff_infer_free(r);
+    return rc;
+}
+
+/* The tensors as the planner reads them: a quantized source's bf16 view, and
+ * gpt-oss's fused experts split per expert (src/io/qsource.h). A proposal
+ * names what plan will match, so passing it back plans what the built-in
+ * plans (gpt-oss's MXFP4 blocks and fused gate/up are the view's to read,
+ * not a description's). A format the view refuses is plan's to report. */
+int ff_family_infer(const ckpt *c, ff_infer *r, ff_err *e)
+{
+    memset(r, 0, sizeof *r);
+    if (!c->config)
+        return ff_fail(e, FF_EIO, "%s: missing config.json", c->dir);
+    qs_format f;
+    char why[400];
+    int q = qs_config(c->config, &f, why, sizeof why);
+    if (q < 0 || (q == 0 && !qs_layout(c, &f)))
+        return infer_from(c, r, e);
+    qs_view v;
+    int rc = qs_view_build(&v, c, &f, e);
+    if (!rc)
+        rc = infer_from(&v.ck, r, e);
+    qs_view_free(&v);
     return rc;
 }
 

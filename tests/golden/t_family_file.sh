@@ -114,18 +114,22 @@ broken fused_partner_kept "is quantized but .*v_proj.weight, its partner in vLLM
 
 # ---- plan --infer on the built-in families' synthetic checkpoints ----
 # Derivable: the inferred description plans exactly as the built-in family does.
+# gpt-oss (MXFP4 as published, and its bf16 copy) is inferred from the per-expert view the planner
+# reads (the MXFP4 blocks decoded, the fused gate/up split as transformers' GptOssExperts does).
+# The comparison leaves out the family and its notes: a note is what a family's author knows about
+# serving (gpt-oss: vLLM 0.32 cannot load the output), which no checkpoint shows.
 for arch in gemma4-dense qwen3-moe qwen2-moe mixtral glm4-moe deepseek-v3 kimi-k2 minimax-m2 glm4.7-flash kimi-k2.5 \
-            qwen3-next qwen3.5-dense; do
+            qwen3-next qwen3.5-dense gpt-oss-20b gpt-oss-20b-bf16; do
     $FF_FAST synth --arch $arch "$W/p-$arch" > /dev/null 2>&1
     $FF plan "$W/p-$arch" --infer > "$W/p-$arch.fam" 2> /dev/null; irc=$?
-    strip='import json,sys; j=json.load(open(sys.argv[1])); [j.pop(k) for k in ("family","families")]; print(json.dumps(j))'
+    strip='import json,sys; j=json.load(open(sys.argv[1])); [j.pop(k) for k in ("family","families","notes")]; print(json.dumps(j))'
     a=$($FF plan "$W/p-$arch" --json 2>&1 | python3 -c "$strip" /dev/stdin 2>&1)
     b=$($FF plan "$W/p-$arch" --json --family-file "$W/p-$arch.fam" 2>&1 | python3 -c "$strip" /dev/stdin 2>&1)
     if [ $irc -eq 0 ] && grep -q "^# derived" "$W/p-$arch.fam" && [ "$a" = "$b" ]; then
         pass "family_infer_same_plan_$arch"
     else fail "family_infer_same_plan_$arch" "rc=$irc $(grep -m1 derived "$W/p-$arch.fam")"; fi
 done
-for arch in mixtral kimi-k2.5; do
+for arch in mixtral kimi-k2.5 gpt-oss-20b gpt-oss-20b-bf16; do
     $FF_FAST quantize "$W/p-$arch" "$W/pq-$arch" --no-doctor --quiet > /dev/null 2>&1
     $FF_FAST quantize "$W/p-$arch" "$W/pf-$arch" --family-file "$W/p-$arch.fam" --no-doctor --quiet > /dev/null 2>&1
     if [ "$(digest "$W/pq-$arch")" = "$(digest "$W/pf-$arch")" ] && cmp -s "$W/pq-$arch/config.json" "$W/pf-$arch/config.json"; then
@@ -196,12 +200,52 @@ $FF plan "$W/u" --family-file "$W/kind_no_key.fam" > "$W/kind_no_key.out" 2>&1; 
 if [ $rc -eq 1 ] && grep -q "kind_no_key.fam: dense-per-layer-kind needs layer-kinds" "$W/kind_no_key.out"; then
     pass family_file_kind_needs_key; else fail family_file_kind_needs_key "rc=$rc $(cat "$W/kind_no_key.out")"; fi
 
+# Kimi-K3: KDA and MLA layers by linear_attn_config.kda_layers (1-based layer numbers), KDA's
+# q/k/v/g/f_a/b and MLA's q_a/kv_a/g one fused input GEMM each (vLLM's in_proj_qkvgfab and
+# fused_qkv_a_g_proj), the short convolutions kept: NOT derived (the [1, H] res_proj Linears), and
+# the proposal passed back gives the built-in plan. Its routed experts' w1/w2/w3 are written under
+# llm-compressor's linearized names (as Mixtral's and MiniMax-M2's); the built-in keeps w1/w2/w3
+# (llm-compressor's own Kimi-K3 modeling): with those renames taken out, the same bytes.
+K3="$W/n-kimi-k3-own"
+$FF_FAST synth --arch kimi-k3 "$K3" > /dev/null 2>&1
+$FF plan "$K3" --infer > "$K3.fam" 2> /dev/null; irc=$?
+a=$($FF plan "$K3" --json 2>&1 | python3 -c "$strip" /dev/stdin 2>&1)
+b=$($FF plan "$K3" --json --family-file "$K3.fam" 2>&1 | python3 -c "$strip" /dev/stdin 2>&1)
+if [ $irc -eq 3 ] && [ "$a" = "$b" ] && grep -q "^layer-kind-numbers linear_attn_config.kda_layers 1 kda other$" "$K3.fam" &&
+   grep -q "^quant \$(L)self_attn\[.\]f_a_proj\[.\]weight\$ group=attention fuse=in_proj$" "$K3.fam" &&
+   grep -q "^keep \$(L)self_attn\[.\]q_conv1d\[.\]weight\$ group=other$" "$K3.fam"; then
+    pass family_infer_kimi_k3_same_plan "KDA/MLA by kda_layers, in_proj tied, conv kept"
+else fail family_infer_kimi_k3_same_plan "rc=$irc $(grep -m1 derived "$K3.fam")"; fi
+sed -e '/experts\[.\]\[0-9\]+\[.\]\(gate\|up\|down\)_proj/d' -e 's/ out=\(gate\|up\|down\)_proj$//' "$K3.fam" > "$K3-w.fam"
+$FF_FAST quantize "$K3" "$K3-b" --no-doctor --quiet > /dev/null 2>&1
+$FF quantize "$K3" "$K3-f" --family-file "$K3-w.fam" --no-doctor --quiet > /dev/null 2>&1
+$FF verify "$K3-f" --family-file "$K3-w.fam" > "$K3-f.verify" 2>&1; vrc=$?
+if [ $vrc -eq 0 ] && cmp -s "$K3-b/model.safetensors" "$K3-f/model.safetensors" && cmp -s "$K3-b/config.json" "$K3-f/config.json"; then
+    pass family_infer_kimi_k3_names_kept_same_bytes "and a verify PASS"
+else fail family_infer_kimi_k3_names_kept_same_bytes "verify=$vrc $(grep -m1 -i 'fail' "$K3-f.verify")"; fi
+# layer-kind-numbers counted from the wrong base: the kinds shift one layer and the counts refuse it;
+# a list key the config lacks, and layer kinds given twice, are refused in one line.
+sed 's/^layer-kind-numbers linear_attn_config.kda_layers 1 /layer-kind-numbers linear_attn_config.kda_layers 0 /' "$K3.fam" > "$W/k3-base0.fam"
+$FF plan "$K3" --family-file "$W/k3-base0.fam" > "$W/k3-base0.out" 2>&1; rc=$?
+if [ $rc -eq 3 ] && grep -q "dense Linears quantized: 42, but the config implies" "$W/k3-base0.out"; then
+    pass family_file_kind_numbers_wrong_base_refused "exit 3"
+else fail family_file_kind_numbers_wrong_base_refused "rc=$rc $(grep -m1 -i 'violat\|:' "$W/k3-base0.out")"; fi
+sed 's/^layer-kind-numbers linear_attn_config.kda_layers /layer-kind-numbers linear_attn_config.no_such /' "$K3.fam" > "$W/k3-nokey.fam"
+$FF plan "$K3" --family-file "$W/k3-nokey.fam" > "$W/k3-nokey.out" 2>&1; rc=$?
+if [ $rc -ne 0 ] && [ "$(wc -l < "$W/k3-nokey.out")" -eq 1 ] &&
+   grep -q "linear_attn_config.no_such (layer-kind-numbers) is not a list of layer numbers" "$W/k3-nokey.out"; then
+    pass family_file_kind_numbers_key_missing "rc=$rc"; else fail family_file_kind_numbers_key_missing "rc=$rc $(head -c 300 "$W/k3-nokey.out")"; fi
+printf '%s\nquant $(L)q_proj$\nlayer-kinds layer_types\nlayer-kind-numbers a.b 1 x y\n' "$head" > "$W/kinds_both.fam"
+bad kinds_both 7 "layer kinds are given twice"
+
 # Not derivable (per-layer-type Linears, indexers, MXFP4 scales, a layout the shape cannot tell,
 # gate/up fused with no shape to tell halves from interleaving -- the old build took gpt-oss's
 # interleaved bf16 experts for halves and wrote them):
 # NOT derived: plan --infer prints what it could and exits 3, and --infer-family refuses
 # before writing anything.
-for arch in gemma4-moe llama4 kimi-k3 deepseek-v3.2 gpt-oss-20b gpt-oss-20b-bf16; do
+# (gpt-oss's bf16 copy under a new model_type is read as stored, fused: the interleaving is
+# gpt_oss's to know.)
+for arch in gemma4-moe llama4 kimi-k3 deepseek-v3.2 gpt-oss-20b-bf16; do
     $FF_FAST synth --arch $arch "$W/n-$arch" > /dev/null 2>&1
     python3 - "$W/n-$arch/config.json" <<'PY'
 import json, sys
@@ -215,6 +259,18 @@ PY
         pass "family_infer_refuses_$arch" "$(grep -m1 -o 'NOT derived: .\{0,60\}' "$W/n-$arch.fam")"
     else fail "family_infer_refuses_$arch" "rc=$rc $(head -c 200 "$W/n-$arch.out")"; fi
 done
+# gpt-oss's MXFP4 layout under a new model_type: quant_method mxfp4 is transformers' Mxfp4Config,
+# whose only experts are GptOssExperts, so the planner reads any such source per expert and
+# --infer-family derives it; its quantized tensors are the built-in gpt_oss family's.
+$FF_FAST synth --arch gpt-oss-20b "$W/mx-new" > /dev/null 2>&1
+sed -i 's/"model_type": "gpt_oss"/"model_type": "brandnew_gpt_oss"/' "$W/mx-new/config.json"
+$FF_FAST quantize "$W/p-gpt-oss-20b" "$W/mx-builtin" --no-doctor --quiet > /dev/null 2>&1
+$FF quantize "$W/mx-new" "$W/mx-new-q" --infer-family --no-doctor --quiet > "$W/mx-new.out" 2>&1; rc=$?
+if [ $rc -eq 0 ] &&
+   cmp -s "$W/mx-new-q/model.safetensors" "$W/mx-builtin/model.safetensors"; then
+    pass family_infer_mxfp4_new_model_type "derived from the per-expert view; model.safetensors equal to gpt_oss's"
+else fail family_infer_mxfp4_new_model_type "rc=$rc $(tail -1 "$W/mx-new.out")"; fi
+
 # The description the refusal asks for: gpt-oss's bf16 copy under a new model_type, its inferred
 # text with layout=fused2i-t (gate/up interleaved): the quantized tensors are the built-in gpt_oss
 # family's byte for byte; the proposed halves (fused2-t) give other bytes, which is why no guess

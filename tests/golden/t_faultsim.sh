@@ -120,6 +120,8 @@ SUFFIX="" FF_FAULTSIM_JANSSON=0 countdown quantize_fp8_block "$W/o-fp8" quantize
 # the description inferred, parsed (as --family-file's is) and planned
 cp -r "$W/in" "$W/unk" && sed -i 's/"model_type": "qwen3_moe"/"model_type": "brandnew_moe"/' "$W/unk/config.json"
 SUFFIX="" FF_FAULTSIM_JANSSON=0 countdown plan_infer "" plan "$W/unk" --infer
+# and through a quantized source's per-expert view (gpt-oss's MXFP4 blocks)
+SUFFIX="" FF_FAULTSIM_JANSSON=0 countdown plan_infer_mxfp4 "" plan "$W/oss" --infer
 own_sites=$(sort -u "$W/sites" | wc -l)
 SUFFIX=_with_jansson FF_FAULTSIM_JANSSON=1 all_commands
 [ "$(insum)" = "$IN_SUM" ] && pass faultsim_inputs_unchanged || fail faultsim_inputs_unchanged

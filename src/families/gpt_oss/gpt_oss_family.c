@@ -43,7 +43,9 @@ static const char gpt_oss_description[] =
     "keep ^model[.]embed_tokens[.]weight$ group=embedding guard=fixed\n"
     "keep (norm|layernorm)[.]weight$ group=norm guard=fixed\n"
     "keep ^lm_head[.]weight$ group=lm_head guard=fixed linear\n"
-    "implicit-ignore lm_head\n";
+    "implicit-ignore lm_head\n"
+    "note vLLM 0.32 cannot load a compressed-tensors NVFP4 gpt-oss (gpt_oss.py has no path for the experts' "
+    "biases or global scales); this output is llm-compressor's layout, for transformers\n";
 
 static int gpt_oss_matches(const json_t *config)
 {
@@ -169,8 +171,6 @@ const ff_family ff_family_gpt_oss = {
     .expect = ff_decoder_all_sparse_expect,
     .dense_rule = "q/k/v/o in every layer",
     .geometry = ff_decoder_all_sparse_geometry,
-    .note = "vLLM 0.32 cannot load a compressed-tensors NVFP4 gpt-oss (gpt_oss.py has no path for the experts' "
-            "biases or global scales); this output is llm-compressor's layout, for transformers",
     .synth_presets = gpt_oss_presets,
     .synth_knobs = gpt_oss_knobs,
     .synth_preset = gpt_oss_synth_preset,
