@@ -182,35 +182,6 @@ void ff_decoder_moe_expect(const ff_geometry *g, int64_t dense_linears, int64_t 
     x->hidden = g->hidden;
 }
 
-int ff_decoder_all_sparse_geometry(const json_t *config, ff_geometry *g, ff_err *e)
-{
-    int rc = ff_decoder_geometry(config, g, e);
-    if (rc)
-        return rc;
-    g->experts = (int)jsonio_int(config, "num_local_experts", 0);
-    g->top_k = (int)jsonio_int(config, "num_experts_per_tok", 0);
-    g->moe_intermediate = jsonio_int(config, "intermediate_size", 0);
-    if (g->experts <= 0 || g->top_k <= 0 || g->moe_intermediate <= 0)
-        return ff_fail(e, FF_EIO, "config.json: lacks num_local_experts, num_experts_per_tok or intermediate_size");
-    g->moe = 1;
-    g->moe_layers = g->layers;
-    for (int i = 0; i < g->layers; i++)
-        g->layer[i].intermediate = 0;
-    return FF_OK;
-}
-
-int ff_decoder_all_sparse_expect(const json_t *config, ff_expect *x, ff_err *e)
-{
-    ff_geometry *g = malloc(sizeof *g);
-    if (!g)
-        return ff_oom(e, "out of memory");
-    int rc = ff_decoder_all_sparse_geometry(config, g, e);
-    if (!rc)
-        ff_decoder_moe_expect(g, 4ll * g->layers, g->experts, g->layers, x);
-    free(g);
-    return rc;
-}
-
 int ff_decoder_synth_check(const synth_geom *g, ff_err *e)
 {
     if (g->layers <= 0 || g->layers > FF_MAX_LAYERS || g->hidden <= 0 || g->heads <= 0 || g->kv_heads <= 0 ||

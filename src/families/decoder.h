@@ -48,12 +48,6 @@ void ff_decoder_synth_experts(synth_list *l, const synth_geom *g, const char *pr
  * each of g->moe_layers layers, `routers` router Linears kept. */
 void ff_decoder_moe_expect(const ff_geometry *g, int64_t dense_linears, int64_t experts, int64_t routers,
                            ff_expect *x);
-/* Mixtral's MoE layout, every layer sparse with intermediate_size as the
- * expert width and num_local_experts experts (Mixtral, MiniMax-M2): the
- * geometry, and the invariants (q/k/v/o everywhere, experts x 3, one router
- * a layer). */
-int ff_decoder_all_sparse_geometry(const json_t *config, ff_geometry *g, ff_err *e);
-int ff_decoder_all_sparse_expect(const json_t *config, ff_expect *x, ff_err *e);
 /* The checks a decoder synth needs: sizes positive, widths multiples of 16. */
 int ff_decoder_synth_check(const synth_geom *g, ff_err *e);
 

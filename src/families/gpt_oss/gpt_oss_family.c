@@ -43,6 +43,13 @@ static const char gpt_oss_description[] =
     "keep ^model[.]embed_tokens[.]weight$ group=embedding guard=fixed\n"
     "keep (norm|layernorm)[.]weight$ group=norm guard=fixed\n"
     "keep ^lm_head[.]weight$ group=lm_head guard=fixed linear\n"
+    "experts-key num_local_experts\n"
+    "top-k-key num_experts_per_tok\n"
+    "expert-width-key intermediate_size\n"
+    "moe-layers all\n"
+    "dense-per-layer 0\n"
+    "dense-per-moe-layer 4\n"
+    "routers-per-moe-layer 1\n"
     "implicit-ignore lm_head\n"
     "note vLLM 0.32 cannot load a compressed-tensors NVFP4 gpt-oss (gpt_oss.py has no path for the experts' "
     "biases or global scales); this output is llm-compressor's layout, for transformers\n";
@@ -168,9 +175,6 @@ const ff_family ff_family_gpt_oss = {
     .model_types = "gpt_oss",
     .matches = gpt_oss_matches,
     .desc_text = gpt_oss_description,
-    .expect = ff_decoder_all_sparse_expect,
-    .dense_rule = "q/k/v/o in every layer",
-    .geometry = ff_decoder_all_sparse_geometry,
     .synth_presets = gpt_oss_presets,
     .synth_knobs = gpt_oss_knobs,
     .synth_preset = gpt_oss_synth_preset,
