@@ -10,7 +10,10 @@ export FF=${FF:-$B/fp4forge}
 export WORK=${WORK:-$B/conformance-work}
 rm -rf "$WORK"; mkdir -p "$WORK"
 # The Python checks go through one fork server that has torch, transformers and
-# compressed-tensors imported (pyserver.py says why); without it they run plain.
+# compressed-tensors imported (pyserver.py says why); without it they run plain. It
+# starts with the environment the checks set (conf_lib.sh: offline, unbuffered), which
+# huggingface_hub and Python's stdio read once, at import and at start.
+. tests/conformance/conf_lib.sh
 start_pyserver() {
     # a short absolute socket path: the client may run from another folder, and a
     # socket's path is limited to 108 bytes
