@@ -782,3 +782,8 @@ int qs_is_mxfp4(const qs_view *v)
 {
     return v && (v->fmt.kind == QS_CT_MXFP4 || v->fmt.kind == QS_GPTOSS_MXFP4);
 }
+
+int qs_weight_mx_coded(const qs_view *v, const qs_weight *w)
+{
+    return qs_is_mxfp4(v) && w && w->scale && !w->gather && !w->transposed;
+}

@@ -138,5 +138,9 @@ const uint8_t *qs_mx_codes_row(const ckpt *c, const qs_weight *w, const ckpt_ten
 const uint8_t *qs_mx_scales_row(const ckpt *c, const qs_weight *w, const ckpt_tensor *t, uint64_t r);
 /* Is the view's format MXFP4 (either layout)? */
 int qs_is_mxfp4(const qs_view *v);
+/* w holds MXFP4 codes and exponents (the exact route's rows): an MXFP4 view
+ * may also hold bf16 slices (gpt-oss's biases, a fused bf16 expert tensor
+ * beside the blocks), which have none. */
+int qs_weight_mx_coded(const qs_view *v, const qs_weight *w);
 
 #endif

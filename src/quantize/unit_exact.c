@@ -17,7 +17,8 @@ int qz_mxfp4_unit(const plan *p, const plan_unit *u)
         return 0;
     for (size_t k = 0; k < u->count; k++) {
         const plan_member *m = &p->members[u->first + k];
-        if (!plan_source_weight(p, m->src) || m->transposed || m->row0 || m->rows * m->cols != st_numel(m->src->st))
+        if (!qs_weight_mx_coded(p->src_view, plan_source_weight(p, m->src)) || m->transposed || m->row0 ||
+            m->rows * m->cols != st_numel(m->src->st))
             return 0;
     }
     return 1;

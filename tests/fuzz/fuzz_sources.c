@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             uint16_t *out = NULL;
             if (!w || st_numel(v.ck.tensors[i].st) > (1u << 20))
                 continue;
-            if (qs_decode(&c, &v, w, NULL, &out, &e) == FF_OK && !w->gather && qs_is_mxfp4(&v))
+            if (qs_decode(&c, &v, w, NULL, &out, &e) == FF_OK && qs_weight_mx_coded(&v, w))
                 exact_rows(&c, w, &v.ck.tensors[i]);
             free(out);
         }
