@@ -2,7 +2,7 @@
 # Whole-job A/B: `fp4forge quantize` of one page-cached checkpoint by several
 # binaries, alternating, at several thread counts, each round next to a `cat`
 # of the same files. These machines are shared and noisy: only figures from the
-# same loop are compared (docs/bench.md).
+# same loop are compared (docs/bench.md). Ends with each one's medians.
 # usage: bench/ab.sh [--rounds N] [--threads "16 8 2"] [--out DIR] MODEL BIN [BIN...]
 set -u -o pipefail
 rounds=2 threads="$(nproc)" out=""
@@ -37,17 +37,44 @@ sys.exit(rc)
 PY
 }
 
+# medians: each label's median wall, user and sys, and the median cat's wall over it
+medians() {
+    python3 -c '
+import re, statistics, sys
+runs = {}
+for line in sys.stdin:
+    m = re.match(r"(.+?)\s+([0-9.]+) s  user ([0-9.]+)  sys ([0-9.]+)", line)
+    if m:
+        runs.setdefault(m.group(1), []).append([float(x) for x in m.groups()[1:]])
+cat = statistics.median(r[0] for r in runs.get("cat", [[0]]))
+print("medians of %d rounds" % len(runs.get("cat", [])))
+for label, rs in runs.items():
+    wall, user, sys_ = (statistics.median(r[i] for r in rs) for i in range(3))
+    print("%-28s %.3f s  user %.2f  sys %.2f  cat/wall %.3fx" % (label, wall, user, sys_, cat / wall))
+'
+}
+
 status=0
+log=$(mktemp)
+# timed LABEL CMD...: time_child's line, shown and kept for the medians
+timed() {
+    local line rc
+    line=$(time_child "$@")
+    rc=$?
+    echo "$line" | tee -a "$log"
+    return $rc
+}
 for r in $(seq "$rounds"); do
     echo "round $r"
-    time_child "cat" sh -c "cat '$model'/*.safetensors > /dev/null"
+    timed "cat" sh -c "cat '$model'/*.safetensors > /dev/null"
     for bin in "$@"; do
         for t in $threads; do
             rm -rf "$out"
-            time_child "$(basename "$bin") --threads $t" "$bin" quantize "$model" "$out" --quiet --no-doctor \
+            timed "$(basename "$bin") --threads $t" "$bin" quantize "$model" "$out" --quiet --no-doctor \
                 --threads "$t" || status=1
         done
     done
 done
-rm -rf "$out"
+medians < "$log"
+rm -rf "$out" "$log"
 exit $status

@@ -28,4 +28,11 @@ static inline uint64_t ctint_row_words(uint64_t K) { return (K * CTINT_BITS + 31
 void ctint_decode_rows(const uint8_t *packed, const uint8_t *scales, ff_dtype sd, uint64_t K, uint64_t group,
                        uint64_t r0, uint64_t n, uint16_t *out);
 
+/* The largest |value| the decoder gives the whole [N, K] weight, read off
+ * the scales and the codes of the groups whose scale could reach it (the
+ * decoded magnitude is monotone in |code - 8| and in |scale|): 0 with
+ * *amax set, 1 when a value would be NaN or infinite (decode to name it). */
+int ctint_top_absmax(const uint8_t *packed, const uint8_t *scales, ff_dtype sd, uint64_t N, uint64_t K,
+                     uint64_t group, float *amax);
+
 #endif

@@ -679,6 +679,8 @@ int qs_rows_absmax(const qs_rows *r, uint64_t r0, uint64_t n, float *amax)
  * amax / 448) put 448 in every block. */
 int qs_rows_top_absmax(const qs_rows *r, float *amax)
 {
+    if (r->kind == QS_CT_INT && r->group)
+        return ctint_top_absmax(r->data, r->scales, r->sd, r->rows, r->cols, r->group, amax);
     if (r->kind != QS_FP8_BLOCK || !r->rows || !r->cols)
         return 1;
     uint64_t sr = (r->rows + FP8B_BLOCK - 1) / FP8B_BLOCK, sc = (r->cols + FP8B_BLOCK - 1) / FP8B_BLOCK;

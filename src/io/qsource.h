@@ -115,10 +115,12 @@ void qs_rows_decode(const qs_rows *r, uint64_t r0, uint64_t n, uint16_t *out);
  * 0 with *amax set, 1 when a value would be NaN or infinite (decode the
  * rows to find which), -1 when the format has no such shortcut. */
 int qs_rows_absmax(const qs_rows *r, uint64_t r0, uint64_t n, float *amax);
-/* FP8-block: the largest |value| of the whole weight from its largest-scale
- * blocks alone, when one of them holds code 448 (0 with *amax set); 1 when
- * that does not decide it (run qs_rows_absmax). The other blocks' codes are
- * not read, so check them with qs_rows_nan before using decoded rows. */
+/* The largest |value| of the whole weight from its largest scales (0 with
+ * *amax set), 1 when that does not decide it (run qs_rows_absmax).
+ * FP8-block: from the largest-scale blocks alone, when one of them holds
+ * code 448; the other blocks' codes are not read, so check them with
+ * qs_rows_nan before using decoded rows. compressed-tensors INT4: always,
+ * unless a value would be NaN or infinite (ctint_top_absmax). */
 int qs_rows_top_absmax(const qs_rows *r, float *amax);
 /* 1 when rows [r0, r0 + n) of an FP8-block weight hold a NaN byte. */
 int qs_rows_nan(const qs_rows *r, uint64_t r0, uint64_t n);

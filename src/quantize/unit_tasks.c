@@ -427,17 +427,19 @@ int qz_unit_prepare(unit_job *j, const ckpt *c, const plan *p, const plan_unit *
 }
 
 /* A unit whose passes can carry, or be carried by, another's amax pass:
- * bf16 rows read straight from the map, on a kernel with a side path, big
+ * bf16 rows read straight from the map (a quantized source's too), on a kernel with a side path, big
  * enough to be streamed (small units share one arena). */
 int qz_can_ride(const plan *p, const plan_unit *u, nvfp4_rows_fn kernel, const nvfp4_obs *obs,
                     const quant_source *qs)
 {
-    if (u->fp8 || obs || qs || p->src_view || !nvfp4_side_ok(kernel))
+    if (u->fp8 || obs || qs || !nvfp4_side_ok(kernel))
         return 0;
     uint64_t elems = 0;
     for (size_t k = 0; k < u->count; k++) {
         const plan_member *m = &p->members[u->first + k];
-        if (m->src->st->dtype != FF_DT_BF16 || m->transposed)
+        /* a quantized source's bf16 Linears ride as well; its stored
+         * quantized weights are decoded, not mapped */
+        if (m->src->st->dtype != FF_DT_BF16 || m->transposed || plan_source_weight(p, m->src))
             return 0;
         elems += m->rows * m->cols;
     }
@@ -472,7 +474,7 @@ static int attach_side(unit_job *j, unit_job *side)
     return 0;
 }
 
-/* An FP8-block unit's amax from its top-scale blocks (qs_rows_top_absmax),
+/* A quantized-source unit's amax from its largest scales (qs_rows_top_absmax),
  * so the amax pass need not read every code: 1 when every member gave it. */
 static int amax_from_scales(unit_job *j)
 {

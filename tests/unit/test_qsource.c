@@ -272,8 +272,82 @@ static void fp8_amax_from_top_blocks(void)
     CHECK(decided > 50);   /* the shortcut is taken where 448 is in a top block */
     qs_rows ct = {.kind = QS_CT_INT};
     float a;
-    CHECK_EQ_INT(qs_rows_top_absmax(&ct, &a), 1);
+    CHECK_EQ_INT(qs_rows_top_absmax(&ct, &a), 1);   /* no group: not a weight */
     CHECK_EQ_INT(qs_rows_nan(&ct, 0, 1), 0);
+}
+
+/* The decoded INT4 weight's largest |value|, or 1 when one is NaN or infinite. */
+static int int4_decoded_absmax(const uint8_t *w, const uint8_t *s, ff_dtype sd, uint64_t N, uint64_t K,
+                               uint64_t group, float *amax)
+{
+    uint16_t *o = malloc(N * K * 2);
+    ctint_decode_rows(w, s, sd, K, group, 0, N, o);
+    float best = 0.0f;
+    int bad = 0;
+    for (uint64_t i = 0; i < N * K; i++) {
+        float f = fabsf(ff_bf16_to_f32(o[i]));
+        bad |= !(f <= 3.4028235e38f);
+        best = f > best ? f : best;
+    }
+    free(o);
+    *amax = best;
+    return bad;
+}
+
+static void put_scale(uint8_t *s, ff_dtype sd, uint64_t i, float v)
+{
+    if (sd == FF_DT_F32) {
+        memcpy(s + 4 * i, &v, 4);
+        return;
+    }
+    uint16_t h = sd == FF_DT_F16 ? ff_f32_to_f16(v) : ff_f32_to_bf16(v);
+    memcpy(s + 2 * i, &h, 2);
+}
+
+/* qs_rows_top_absmax on INT4 == the max over the whole decoded weight, bit
+ * for bit, or both say "bad": symmetric scales (every group a 7 or an 8),
+ * random codes, groups of small codes under the top scale, ties of either
+ * sign, subnormal, zero, overflowing, NaN and infinite scales, in bf16, f16
+ * and f32, groups of 32 and 128. */
+static void int4_amax_from_top_scales(void)
+{
+    enum { N = 40, K = 256 };
+    static uint8_t w[N * K / 2], s[N * K / 32 * 4];
+    static const ff_dtype dts[] = {FF_DT_BF16, FF_DT_F16, FF_DT_F32};
+    static const float special[] = {INFINITY, NAN, 0.0f, -0.0f, 1e-40f, 3e38f, 70000.0f, 6e-8f};
+    uint32_t x = 5;
+    for (int round = 0; round < 600; round++) {
+        ff_dtype sd = dts[round % 3];
+        uint64_t group = round % 4 == 3 ? 128 : 32, ng = N * K / group;
+        for (size_t i = 0; i < sizeof w; i++)
+            w[i] = (uint8_t)(lcg(&x) >> 24);
+        if (round % 5 < 3)   /* symmetric: no 0 or 8 codes... */
+            for (size_t i = 0; i < sizeof w; i++)
+                w[i] = (uint8_t)((w[i] & 0x77) | 0x11);
+        for (uint64_t g = 0; g < ng; g++) {
+            float v = ldexpf((float)(1 + (lcg(&x) >> 8) % 65536) / 65536.0f, (int)((lcg(&x) >> 8) % 6) - 9);
+            put_scale(s, sd, g, (lcg(&x) >> 31) ? -v : v);
+            if (round % 5 < 3)   /* ...but a 7 or an 8 in every group */
+                w[g * group / 2 + (lcg(&x) >> 8) % (group / 2)] = round % 2 || (lcg(&x) >> 31) ? 0xff : 0x00;
+        }
+        if (round % 7 == 2)   /* a top-scale group of small codes */
+            for (size_t i = 0; i < group / 2; i++)
+                w[i] = 0x99;
+        if (round % 7 == 2)
+            put_scale(s, sd, 0, 1.0f);
+        if (round % 11 == 5)
+            put_scale(s, sd, (lcg(&x) >> 8) % ng, special[(lcg(&x) >> 8) % 8]);
+        if (round % 13 == 6)   /* every scale zero */
+            memset(s, 0, sizeof s);
+        qs_rows q = {.kind = QS_CT_INT, .data = w, .scales = s, .sd = sd, .rows = N, .cols = K, .group = group};
+        float a = -1.0f, b = -1.0f;
+        int got = qs_rows_top_absmax(&q, &a), want = int4_decoded_absmax(w, s, sd, N, K, group, &b);
+        CHECK_EQ_INT(got, want);
+        if (got == 0 && want == 0 && memcmp(&a, &b, sizeof a) != 0) {
+            fprintf(stderr, "  round %d: %a from the top scales, %a decoded\n", round, a, b);
+            CHECK(0);
+        }
+    }
 }
 
 int main(void)
@@ -286,5 +360,6 @@ int main(void)
     RUN(mxfp4_exact);
     RUN(fp8_absmax_from_codes);
     RUN(fp8_amax_from_top_blocks);
+    RUN(int4_amax_from_top_scales);
     return UNIT_END();
 }
