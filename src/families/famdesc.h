@@ -76,5 +76,11 @@ int famdesc_claims(const ff_famdesc *d, const json_t *config);
 /* transformers' rules, one term a key (c: the config object the keys are
  * in): every term given must hold; an end below 0 is no end. */
 int famdesc_is_moe_layer(const famdesc_moe_layers *m, const json_t *c, int layer);
+/* A list of layer numbers counted from base (layer-kind-numbers): the index
+ * of its first entry that names no layer of 0..layers-1, or -1 when every
+ * entry does. */
+int64_t famdesc_first_bad_number(const json_t *list, int64_t layers, int64_t base);
+/* 1 when such a list names layer l (0-based). */
+int famdesc_number_listed(const json_t *list, int64_t l, int64_t base);
 
 #endif

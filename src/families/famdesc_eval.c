@@ -93,45 +93,52 @@ static int64_t dense_of_layer(const ff_famdesc *d, const char *kind, int moe)
     return moe ? d->dense_per_moe_layer : d->dense_per_layer;
 }
 
-/* Layer l's kind from a list of layer numbers (layer-kind-numbers): every
- * entry must name a layer, so a list counted from the other base is refused,
- * not read one layer off. */
-static int numbered_kind(const ff_famdesc *d, const json_t *list, int64_t layers, int64_t l, const char **kind,
-                         ff_err *e)
+int64_t famdesc_first_bad_number(const json_t *list, int64_t layers, int64_t base)
 {
-    *kind = d->kinds_other;
     for (size_t i = 0; i < json_array_size(list); i++) {
         const json_t *v = json_array_get(list, i);
-        int64_t n = json_is_integer(v) ? (int64_t)json_integer_value(v) : -1;
-        if (n < d->kinds_base || n >= layers + d->kinds_base)
-            return ff_fail(e, FF_EIO, "config.json: %s%s%s[%zu] is not a layer number from %lld to %lld "
-                                      "(layer-kind-numbers counts from %lld)",
-                           d->section ? d->section : "", d->section ? "." : "", d->kinds_key, i,
-                           (long long)d->kinds_base, (long long)(layers - 1 + d->kinds_base), (long long)d->kinds_base);
-        if (n - d->kinds_base == l)
-            *kind = d->kinds_named;
+        if (!json_is_integer(v) || json_integer_value(v) < base || json_integer_value(v) >= layers + base)
+            return (int64_t)i;
     }
+    return -1;
+}
+
+int famdesc_number_listed(const json_t *list, int64_t l, int64_t base)
+{
+    for (size_t i = 0; i < json_array_size(list); i++)
+        if (json_integer_value(json_array_get(list, i)) == l + base)
+            return 1;
+    return 0;
+}
+
+/* The config's list of kinds, or of one kind's layer numbers, checked once:
+ * every entry must name a layer, so a list counted from the other base is
+ * refused, not read one layer off. */
+static int check_kinds_list(const ff_famdesc *d, const json_t *list, int64_t layers, ff_err *e)
+{
+    if (!d->kinds_numbered) {
+        if (!json_is_array(list) || (int64_t)json_array_size(list) < layers)
+            return ff_fail(e, FF_EIO, "config.json: %s (layer-kinds) is not a list of the %lld layers' kinds",
+                           d->kinds_key, (long long)layers);
+        return FF_OK;
+    }
+    if (!json_is_array(list))
+        return ff_fail(e, FF_EIO, "config.json: %s (layer-kind-numbers) is not a list of layer numbers", d->kinds_key);
+    int64_t bad = famdesc_first_bad_number(list, layers, d->kinds_base);
+    if (bad >= 0)
+        return ff_fail(e, FF_EIO, "config.json: %s%s%s[%lld] is not a layer number from %lld to %lld "
+                                  "(layer-kind-numbers counts from %lld)",
+                       d->section ? d->section : "", d->section ? "." : "", d->kinds_key, (long long)bad,
+                       (long long)d->kinds_base, (long long)(layers - 1 + d->kinds_base), (long long)d->kinds_base);
     return FF_OK;
 }
 
-/* Layer l's kind: its entry in the config's list of kinds, or whether the
- * list of numbers names it. */
-static int layer_kind(const ff_famdesc *d, const json_t *c, int64_t layers, int64_t l, const char **kind, ff_err *e)
+/* Layer l's kind, from a list check_kinds_list accepted. */
+static const char *layer_kind(const ff_famdesc *d, const json_t *list, int64_t l)
 {
-    const json_t *list = jsonio_path(c, d->kinds_key);
-    if (d->kinds_numbered) {
-        if (!json_is_array(list))
-            return ff_fail(e, FF_EIO, "config.json: %s (layer-kind-numbers) is not a list of layer numbers",
-                           d->kinds_key);
-        return numbered_kind(d, list, layers, l, kind, e);
-    }
-    if (!json_is_array(list) || (int64_t)json_array_size(list) < layers)
-        return ff_fail(e, FF_EIO, "config.json: %s (layer-kinds) is not a list of the %lld layers' kinds", d->kinds_key,
-                       (long long)layers);
-    *kind = json_string_value(json_array_get(list, (size_t)l));
-    if (!*kind)
-        return ff_fail(e, FF_EIO, "config.json: %s[%lld] is not a string", d->kinds_key, (long long)l);
-    return FF_OK;
+    if (d->kinds_numbered)
+        return famdesc_number_listed(list, l, d->kinds_base) ? d->kinds_named : d->kinds_other;
+    return json_string_value(json_array_get(list, (size_t)l));
 }
 
 /* Dense Linears summed layer by layer, when the counts depend on a layer's
@@ -139,16 +146,17 @@ static int layer_kind(const ff_famdesc *d, const json_t *c, int64_t layers, int6
 static int dense_by_kind(const ff_famdesc *d, const json_t *c, const ff_geometry *g, int64_t layers, int64_t *dense,
                          ff_err *e)
 {
+    const json_t *list = jsonio_path(c, d->kinds_key);
+    int rc = check_kinds_list(d, list, layers, e);
     *dense = 0;
-    for (int64_t l = 0; l < layers; l++) {
-        const char *kind = NULL;
-        int rc = layer_kind(d, c, layers, l, &kind, e);
-        if (rc)
-            return rc;
+    for (int64_t l = 0; l < layers && rc == FF_OK; l++) {
+        const char *kind = layer_kind(d, list, l);
+        if (!kind)
+            return ff_fail(e, FF_EIO, "config.json: %s[%lld] is not a string", d->kinds_key, (long long)l);
         int moe = g->experts > 0 && famdesc_is_moe_layer(&d->moe, c, (int)l);
         *dense += dense_of_layer(d, kind, moe);
     }
-    return FF_OK;
+    return rc;
 }
 
 int famdesc_expect(const ff_famdesc *d, const json_t *config, ff_expect *x, ff_err *e)

@@ -76,16 +76,24 @@ static infer_tmpl *find_or_add(infer_scan *s, char *tname, const st_tensor *st, 
 
 static int has(const char *s, const char *w) { return strstr(s, w) != NULL; }
 
+/* Where a tensor name's leaf starts, and its length without ".weight". */
+static size_t leaf_offset(const char *name, size_t *len)
+{
+    *len = strlen(name);
+    if (*len > 7 && strcmp(name + *len - 7, ".weight") == 0)
+        *len -= 7;
+    size_t start = 0;
+    for (size_t i = 0; i < *len; i++)
+        if (name[i] == '.')
+            start = i + 1;
+    *len -= start;
+    return start;
+}
+
 static const char *leaf_of(const char *name, char *buf, size_t n)
 {
-    size_t len = strlen(name);
-    if (len > 7 && strcmp(name + len - 7, ".weight") == 0)
-        len -= 7;
-    const char *start = name;
-    for (size_t i = 0; i < len; i++)
-        if (name[i] == '.')
-            start = name + i + 1;
-    snprintf(buf, n, "%.*s", (int)(len - (size_t)(start - name)), start);
+    size_t len, start = leaf_offset(name, &len);
+    snprintf(buf, n, "%.*s", (int)len, name + start);
     return buf;
 }
 
@@ -257,7 +265,7 @@ static void tie_gated_inputs(infer_scan *s)
         const char *leaf = leaf_of(g->name, lb, sizeof lb);
         if (g->kind != K_QUANT || (strcmp(leaf, "g_proj") != 0 && strcmp(leaf, "f_a_proj") != 0))
             continue;
-        size_t module = (size_t)(strstr(g->name, leaf) - g->name);
+        size_t leaf_len, module = leaf_offset(g->name, &leaf_len);
         for (size_t j = 0; j < s->ntmpl; j++) {
             infer_tmpl *t = &s->tmpl[j];
             char ob[128];

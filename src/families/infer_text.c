@@ -76,10 +76,7 @@ static const char *kind_of(const infer_scan *s, const kinds_src *src, int64_t l)
     const json_t *list = jsonio_path(s->cfg, src->key);
     if (!src->numbered)
         return json_string_value(json_array_get(list, (size_t)l));
-    for (size_t i = 0; i < json_array_size(list); i++)
-        if (json_integer_value(json_array_get(list, i)) == l + src->base)
-            return src->named;
-    return "other";
+    return famdesc_number_listed(list, l, src->base) ? src->named : "other";
 }
 
 /* Every layer of a kind holds the same count: a count for each kind, the
@@ -117,55 +114,57 @@ static int counts_follow(infer_counts *k, const infer_scan *s, const kinds_src *
 /* A list of layer numbers counted from base: every entry names a layer. */
 static int numbers_fit(const json_t *list, int64_t layers, int64_t base)
 {
-    if (!json_is_array(list) || !json_array_size(list))
+    return json_is_array(list) && json_array_size(list) && famdesc_first_bad_number(list, layers, base) < 0;
+}
+
+/* The list at KEY[.SUB] as one kind's layer numbers: taken (1) when its
+ * layers, from exactly one of the two bases, explain the counts. The kind
+ * is the key's last word less "_layers"; a list that fits from both bases
+ * is a guess. */
+static int numbers_explain(infer_counts *k, const infer_scan *s, const int64_t *n, const char *moe, int want_moe,
+                           int64_t *out, const char *key, const char *sub, const json_t *list)
+{
+    char path[128], kind[64];
+    snprintf(path, sizeof path, "%s%s%s", key, *sub ? "." : "", sub);
+    snprintf(kind, sizeof kind, "%s", *sub ? sub : key);
+    char *tail = strstr(kind, "_layers");
+    if (tail && !tail[7])
+        *tail = 0;
+    if (strlen(path) >= sizeof k->numbered_key || strlen(kind) >= sizeof k->numbered_kind)
         return 0;
-    for (size_t i = 0; i < json_array_size(list); i++) {
-        const json_t *v = json_array_get(list, i);
-        if (!json_is_integer(v) || json_integer_value(v) < base || json_integer_value(v) >= layers + base)
-            return 0;
+    memcpy(k->numbered_key, path, strlen(path) + 1), memcpy(k->numbered_kind, kind, strlen(kind) + 1);
+    kinds_src src = {.key = k->numbered_key, .numbered = 1, .named = k->numbered_kind};
+    int fit[2], nk0 = k->nkinds[want_moe];
+    for (int base = 0; base < 2; base++) {
+        src.base = base;
+        fit[base] = numbers_fit(list, s->layers, base) && counts_follow(k, s, &src, n, moe, want_moe, out);
+        k->nkinds[want_moe] = nk0;   /* a failed trial's kinds are dropped */
     }
+    if (fit[0] + fit[1] != 1)
+        return 0;
+    src.base = k->kinds_base = fit[1];
+    counts_follow(k, s, &src, n, moe, want_moe, out);
+    k->kinds_key = k->numbered_key, k->kinds_numbered = 1;
     return 1;
 }
 
 /* Config lists of layer numbers, at the top or one object down (Kimi-K3's
- * linear_attn_config.kda_layers, 1-based): the first whose layers, from
- * exactly one of the two bases, explain the counts. The kind is the key's
- * last word less "_layers"; a list that fits from both bases is a guess. */
+ * linear_attn_config.kda_layers, 1-based): the first that explains the
+ * counts. */
 static int counts_by_numbers(infer_counts *k, const infer_scan *s, const int64_t *n, const char *moe, int want_moe,
                              int64_t *out)
 {
     const char *key, *sub;
     json_t *v, *w;
     json_object_foreach((json_t *)s->cfg, key, v) {
-        json_t *one = json_object(), *objs = json_is_object(v) ? v : one;
-        if (!json_is_object(v) && (!one || json_object_set(one, "", v)))
-            objs = NULL;
-        json_object_foreach(objs, sub, w) {
-            char path[128], kind[64];
-            snprintf(path, sizeof path, "%s%s%s", key, *sub ? "." : "", sub);
-            snprintf(kind, sizeof kind, "%s", *sub ? sub : key);
-            char *tail = strstr(kind, "_layers");
-            if (tail && !tail[7])
-                *tail = 0;
-            if (strlen(path) >= sizeof k->numbered_key || strlen(kind) >= sizeof k->numbered_kind)
-                continue;
-            memcpy(k->numbered_key, path, strlen(path) + 1), memcpy(k->numbered_kind, kind, strlen(kind) + 1);
-            kinds_src src = {.key = k->numbered_key, .numbered = 1, .named = k->numbered_kind};
-            int fit[2], nk0 = k->nkinds[want_moe];
-            for (int base = 0; base < 2; base++) {
-                src.base = base;
-                fit[base] = numbers_fit(w, s->layers, base) && counts_follow(k, s, &src, n, moe, want_moe, out);
-                k->nkinds[want_moe] = nk0;
-            }
-            if (fit[0] + fit[1] != 1)
-                continue;          /* none explains the counts, or both bases do: which is a guess */
-            src.base = k->kinds_base = fit[1];
-            counts_follow(k, s, &src, n, moe, want_moe, out);
-            k->kinds_key = k->numbered_key, k->kinds_numbered = 1;
-            json_decref(one);
-            return 1;
+        if (!json_is_object(v)) {
+            if (numbers_explain(k, s, n, moe, want_moe, out, key, "", v))
+                return 1;
+            continue;
         }
-        json_decref(one);
+        json_object_foreach(v, sub, w)
+            if (numbers_explain(k, s, n, moe, want_moe, out, key, sub, w))
+                return 1;
     }
     return 0;
 }

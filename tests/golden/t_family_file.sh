@@ -235,6 +235,13 @@ $FF plan "$K3" --family-file "$W/k3-nokey.fam" > "$W/k3-nokey.out" 2>&1; rc=$?
 if [ $rc -ne 0 ] && [ "$(wc -l < "$W/k3-nokey.out")" -eq 1 ] &&
    grep -q "linear_attn_config.no_such (layer-kind-numbers) is not a list of layer numbers" "$W/k3-nokey.out"; then
     pass family_file_kind_numbers_key_missing "rc=$rc"; else fail family_file_kind_numbers_key_missing "rc=$rc $(head -c 300 "$W/k3-nokey.out")"; fi
+# an entry of the list that names no layer (0 in a 1-based list): refused in one line naming it
+cp -r "$K3" "$W/k3-bad0"
+python3 -c 'import json,sys; p=sys.argv[1]; c=json.load(open(p)); t=c.get("text_config", c); t["linear_attn_config"]["kda_layers"][0]=0; json.dump(c, open(p, "w"))' "$W/k3-bad0/config.json"
+$FF plan "$W/k3-bad0" --family-file "$K3.fam" > "$W/k3-bad0.out" 2>&1; rc=$?
+if [ $rc -ne 0 ] && [ "$(wc -l < "$W/k3-bad0.out")" -eq 1 ] &&
+   grep -q "config.json: text_config.linear_attn_config.kda_layers\[0\] is not a layer number from 1 to 4 (layer-kind-numbers counts from 1)" "$W/k3-bad0.out"; then
+    pass family_file_kind_numbers_entry_refused "rc=$rc"; else fail family_file_kind_numbers_entry_refused "rc=$rc $(head -c 300 "$W/k3-bad0.out")"; fi
 printf '%s\nquant $(L)q_proj$\nlayer-kinds layer_types\nlayer-kind-numbers a.b 1 x y\n' "$head" > "$W/kinds_both.fam"
 bad kinds_both 7 "layer kinds are given twice"
 
