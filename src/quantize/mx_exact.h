@@ -13,6 +13,7 @@
 #ifndef FF_MX_EXACT_H
 #define FF_MX_EXACT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* E4M3's powers of two. */
@@ -29,6 +30,23 @@ typedef struct mx_span {
 /* Adds a [rows, cols] MXFP4 weight: packed codes (cols / 2 bytes a row),
  * E8M0 exponents (cols / 32 a row). */
 void mx_span_add(mx_span *s, const uint8_t *packed, const uint8_t *e8m0, uint64_t rows, uint64_t cols);
+/* A weight's rows as the span reads them: a gpt-oss slice is every other
+ * stored row, so rows are reached through the caller. */
+typedef struct mx_rows {
+    const uint8_t *(*codes)(const void *ctx, uint64_t r);   /* cols / 2 bytes */
+    const uint8_t *(*exps)(const void *ctx, uint64_t r);    /* cols / 32 E8M0 bytes */
+    const void *ctx;
+    uint64_t rows, cols;
+} mx_rows;
+
+/* ORs into present (a bit an exponent) the exponents of rows [r0, r1). */
+void mx_exps_present(const mx_rows *w, uint64_t r0, uint64_t r1, uint64_t present[4]);
+/* The span mx_span_add gives over every row of the n weights, found from
+ * the exponents present level by level from each end: a level counts when
+ * one of its groups holds a nonzero code, so the codes of the other groups
+ * are never read. 1 with *s set; 0 when more than `levels` levels at an end
+ * hold only zero groups (run mx_span_add then). */
+int mx_span_by_levels(const mx_rows *w, size_t n, const uint64_t present[4], int levels, mx_span *s);
 /* Adds span o (another range's) to s. */
 void mx_span_merge(mx_span *s, const mx_span *o);
 /* 1 and *k (global scale 2^k) when the span fits E4M3 and 2^k is a normal

@@ -36,7 +36,10 @@ typedef struct exact_job {
     size_t member;            /* fill: the member's index in the unit */
     size_t *task_member;      /* span: each task's member */
     uint64_t *task_row;
-    mx_span *span;            /* span: one per task */
+    mx_span *span;            /* span: one per task (the full span) */
+    uint64_t (*present)[4];   /* span: the exponents each task's rows use */
+    int full;                 /* span: read every group's codes (mx_span_add) */
+    const mx_rows *rows;      /* span: each member's rows */
     uint64_t *bad;            /* span: the first E8M0 NaN row of each task, or UINT64_MAX */
     const uint8_t *table;     /* fill: exponent -> scale byte */
     uint8_t *codes, *scales;
@@ -47,22 +50,42 @@ static uint64_t range_rows(const plan_member *m, uint64_t r0)
     return m->rows - r0 < EXACT_ROWS ? m->rows - r0 : EXACT_ROWS;
 }
 
+/* A member's rows for mx_exact.c: a gpt-oss gate is every other stored row. */
+typedef struct member_rows {
+    const ckpt *c;
+    const qs_weight *w;
+    const ckpt_tensor *t;
+} member_rows;
+
+static const uint8_t *member_codes(const void *ctx, uint64_t r)
+{
+    const member_rows *m = ctx;
+    return qs_mx_codes_row(m->c, m->w, m->t, r);
+}
+
+static const uint8_t *member_exps(const void *ctx, uint64_t r)
+{
+    const member_rows *m = ctx;
+    return qs_mx_scales_row(m->c, m->w, m->t, r);
+}
+
+/* A task's rows: checked for E8M0 NaN, then their exponents noted (or,
+ * for the full span, every group's codes read). */
 static void span_task(void *ctx, size_t t)
 {
     exact_job *j = ctx;
-    const plan_member *m = &j->x->p->members[j->u->first + j->task_member[t]];
-    const qs_weight *w = plan_source_weight(j->x->p, m->src);
-    uint64_t r0 = j->task_row[t], n = range_rows(m, r0);
+    const mx_rows *w = &j->rows[j->task_member[t]];
+    uint64_t r0 = j->task_row[t], n = w->rows - r0 < EXACT_ROWS ? w->rows - r0 : EXACT_ROWS;
     j->bad[t] = UINT64_MAX;
-    /* row by row: a gpt-oss gate is every other stored row */
-    for (uint64_t r = r0; r < r0 + n; r++) {
-        const uint8_t *d = qs_mx_scales_row(j->x->c, w, m->src, r);
-        if (memchr(d, MXFP4_SCALE_NAN, m->cols / MXFP4_GROUP)) {
+    for (uint64_t r = r0; r < r0 + n; r++)
+        if (memchr(w->exps(w->ctx, r), MXFP4_SCALE_NAN, w->cols / MXFP4_GROUP)) {
             j->bad[t] = r;
             return;
         }
-        mx_span_add(&j->span[t], qs_mx_codes_row(j->x->c, w, m->src, r), d, 1, m->cols);
-    }
+    for (uint64_t r = r0; r < r0 + n && j->full; r++)
+        mx_span_add(&j->span[t], w->codes(w->ctx, r), w->exps(w->ctx, r), 1, w->cols);
+    if (!j->full)
+        mx_exps_present(w, r0, r0 + n, j->present[t]);
 }
 
 static int span_fail(const exact_job *j, size_t t, ff_err *e)
@@ -73,30 +96,66 @@ static int span_fail(const exact_job *j, size_t t, ff_err *e)
                    ckpt_path(j->x->c, w->scale), w->scale->st->name, (unsigned long long)j->bad[t], m->module);
 }
 
+/* Levels of exponents tried from each end before the span reads every
+ * group: a level holding only zero groups is rare (padding, pruned rows). */
+#define SPAN_LEVELS 4
+
+/* The span task by task; the first E8M0 NaN (in row order) refused. */
+static int run_span_tasks(exact_job *j, size_t n, ff_err *e)
+{
+    pool_run(j->x->pool, n, span_task, j);
+    for (size_t t = 0; t < n; t++)
+        if (j->bad[t] != UINT64_MAX)
+            return span_fail(j, t, e);
+    return FF_OK;
+}
+
+/* The unit's exponent span: from the exponents each task's rows use,
+ * level by level (the codes of the few groups at each end read), else
+ * every group's codes read, as before: the same span either way. */
+static int span_of_tasks(exact_job *j, size_t n, mx_span *sp, ff_err *e)
+{
+    int rc = run_span_tasks(j, n, e);
+    uint64_t present[4] = {0};
+    for (size_t t = 0; t < n && rc == FF_OK; t++)
+        for (int i = 0; i < 4; i++)
+            present[i] |= j->present[t][i];
+    if (rc || mx_span_by_levels(j->rows, j->u->count, present, SPAN_LEVELS, sp))
+        return rc;
+    j->full = 1;
+    rc = run_span_tasks(j, n, e);
+    for (size_t t = 0; t < n && rc == FF_OK; t++)
+        mx_span_merge(sp, &j->span[t]);
+    return rc;
+}
+
 /* The unit's exponent span, or the first E8M0 NaN (in row order) refused. */
 static int mx_unit_span(const unit_ctx *x, const plan_unit *u, mx_span *sp, ff_err *e)
 {
     size_t n = 0;
     for (size_t k = 0; k < u->count; k++)
         n += (size_t)((x->p->members[u->first + k].rows + EXACT_ROWS - 1) / EXACT_ROWS);
-    exact_job j = {.x = x, .u = u, .task_member = malloc((n + 1) * sizeof *j.task_member),
+    mx_rows *rows = calloc(u->count, sizeof *rows);
+    member_rows *mr = calloc(u->count, sizeof *mr);
+    exact_job j = {.x = x, .u = u, .task_member = malloc((n + 1) * sizeof *j.task_member), .rows = rows,
                    .task_row = malloc((n + 1) * sizeof *j.task_row), .span = calloc(n + 1, sizeof *j.span),
-                   .bad = malloc((n + 1) * sizeof *j.bad)};
+                   .present = calloc(n + 1, sizeof *j.present), .bad = malloc((n + 1) * sizeof *j.bad)};
     int rc = FF_OK;
-    if (!j.task_member || !j.task_row || !j.span || !j.bad) {
+    if (!rows || !mr || !j.task_member || !j.task_row || !j.span || !j.present || !j.bad) {
         rc = ff_fail(e, FF_EIO, "out of memory quantizing %s", x->p->members[u->first].module);
     } else {
         size_t t = 0;
-        for (size_t k = 0; k < u->count; k++)
-            for (uint64_t r = 0; r < x->p->members[u->first + k].rows; r += EXACT_ROWS)
+        for (size_t k = 0; k < u->count; k++) {
+            const plan_member *m = &x->p->members[u->first + k];
+            mr[k] = (member_rows){.c = x->c, .w = plan_source_weight(x->p, m->src), .t = m->src};
+            rows[k] = (mx_rows){.codes = member_codes, .exps = member_exps, .ctx = &mr[k], .rows = m->rows,
+                                .cols = m->cols};
+            for (uint64_t r = 0; r < m->rows; r += EXACT_ROWS)
                 j.task_member[t] = k, j.task_row[t++] = r;
-        pool_run(x->pool, n, span_task, &j);
-        for (t = 0; t < n && rc == FF_OK; t++)
-            rc = j.bad[t] != UINT64_MAX ? span_fail(&j, t, e) : FF_OK;
-        for (t = 0; t < n && rc == FF_OK; t++)
-            mx_span_merge(sp, &j.span[t]);
+        }
+        rc = span_of_tasks(&j, n, sp, e);
     }
-    free(j.task_member), free(j.task_row), free(j.span), free(j.bad);
+    free(j.task_member), free(j.task_row), free(j.span), free(j.present), free(j.bad), free(rows), free(mr);
     return rc;
 }
 
