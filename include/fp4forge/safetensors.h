@@ -63,6 +63,10 @@ void st_close(st_file *f);
  * p must lie in a mapping st_open made: those start on a 2 MB boundary, so
  * the rounding never leaves the file's mapping. */
 void st_map_drop(const uint8_t *p, uint64_t bytes);
+/* Maps bytes [p, p + bytes) of a mapping in one call (MADV_POPULATE_READ),
+ * so a write() from them does not fault page by page inside the kernel;
+ * -1 where the kernel cannot (before Linux 5.14) or the pages are not there. */
+int st_map_populate(const uint8_t *p, uint64_t bytes);
 /* A consumed tensor's bytes dropped from f's mapping; nothing for a file read
  * from memory (st_open_memory), whose bytes are the caller's: MADV_DONTNEED
  * there would zero them, and the 2 MB rounding would reach memory before

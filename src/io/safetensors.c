@@ -9,6 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22   /* Linux 5.14; older kernels answer EINVAL */
+#endif
+
 #include "fsutil.h"
 #include "jsonio.h"
 
@@ -230,6 +234,13 @@ void st_map_drop(const uint8_t *p, uint64_t bytes)
     uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(FOLIO_ALIGN - 1);
     if (hi > lo)
         madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+int st_map_populate(const uint8_t *p, uint64_t bytes)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)p & ~(pg - 1), hi = ((uintptr_t)p + bytes + pg - 1) & ~(pg - 1);
+    return hi > lo && madvise((void *)lo, hi - lo, MADV_POPULATE_READ) != 0 ? -1 : 0;
 }
 
 void st_drop_tensor(const st_file *f, const st_tensor *t)

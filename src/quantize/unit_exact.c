@@ -167,8 +167,23 @@ static void fill_task(void *ctx, size_t t)
     uint64_t pb = m->cols / 2, sb = m->cols / NVFP4_GROUP, r0 = (uint64_t)t * EXACT_ROWS;
     for (uint64_t r = r0; r < r0 + range_rows(m, r0); r++) {
         mx_exact_scales_by(j->table, qs_mx_scales_row(j->x->c, w, m->src, r), 1, m->cols, j->scales + r * sb);
-        memcpy(j->codes + r * pb, qs_mx_codes_row(j->x->c, w, m->src, r), pb);   /* a gpt-oss slice: every other row */
+        if (j->codes)   /* a gpt-oss slice: every other row */
+            memcpy(j->codes + r * pb, qs_mx_codes_row(j->x->c, w, m->src, r), pb);
     }
+}
+
+/* The member's codes when they lie in the mapping as one run, mapped in
+ * one call so that write() can take them from there (faulting them in page
+ * by page inside the kernel cost 2-5 s of sys time on 2.4 GB); NULL when
+ * they do not (a gpt-oss slice) or the kernel cannot map them ahead. */
+static const uint8_t *mapped_codes(const unit_ctx *x, const plan_member *m)
+{
+    const qs_weight *w = plan_source_weight(x->p, m->src);
+    uint64_t pb = m->cols / 2;
+    const uint8_t *first = qs_mx_codes_row(x->c, w, m->src, 0);
+    if (m->rows > 1 && qs_mx_codes_row(x->c, w, m->src, m->rows - 1) != first + (m->rows - 1) * pb)
+        return NULL;
+    return st_map_populate(first, m->rows * pb) == 0 ? first : NULL;
 }
 
 /* Codes copied as they are, scales 2^(e - 127 + k), global scale 2^k. */
@@ -176,20 +191,19 @@ static int mx_write_member(const unit_ctx *x, const plan_unit *u, size_t member,
 {
     const plan_member *m = &x->p->members[u->first + member];
     uint64_t pb = m->cols / 2, sb = m->cols / NVFP4_GROUP;
-    /* the codes are copied here, not written from the map: write() faulting
-     * the source in page by page inside the kernel cost 2-5 s of sys time
-     * on 2.4 GB where a copy costs 0.1 */
     uint8_t table[256];
     mx_exact_table(k, table);
+    const uint8_t *mapped = mapped_codes(x, m);
     exact_job j = {.x = x, .u = u, .member = member, .table = table, .scales = malloc(m->rows * sb + 1),
-                   .codes = malloc(m->rows * pb + 1)};
-    if (!j.scales || !j.codes) {
+                   .codes = mapped ? NULL : malloc(m->rows * pb + 1)};
+    if (!j.scales || (!mapped && !j.codes)) {
         free(j.scales);
         free(j.codes);
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", m->module);
     }
     pool_run(x->pool, (size_t)((m->rows + EXACT_ROWS - 1) / EXACT_ROWS), fill_task, &j);
-    int rc = qz_out_write(&x->io->wc, x->wr, m->out, j.codes, m->rows * pb, e);
+    /* the mapped codes are released behind the item, as every input is */
+    int rc = qz_out_write(&x->io->wc, x->wr, m->out, mapped ? mapped : j.codes, m->rows * pb, e);
     if (!rc)
         rc = qz_out_write(&x->io->wc, x->wr, m->out + 1, j.scales, m->rows * sb, e);
     if (!rc)
