@@ -3,6 +3,8 @@
 #include <float.h>
 #include <string.h>
 
+#include "vectorize.h"
+
 /* What one scale makes of each of the 16 codes: the reference's product,
  * rounded as its dtype chain rounds it. */
 static void group_table(float s, ff_dtype sd, uint16_t tab[16])
@@ -74,14 +76,7 @@ static float scale_of_bits(uint32_t b, ff_dtype sd)
     return sd == FF_DT_F16 ? ff_f16_to_f32((uint16_t)b) : ff_bf16_to_f32((uint16_t)b);
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#define VECTORIZE_LOOP __attribute__((optimize("O3")))
-#else
-#define VECTORIZE_LOOP
-#endif
-
-/* The largest scale magnitude bits of n scales (GCC 12 leaves these loops
- * scalar at -O2). */
+/* The largest scale magnitude bits of n scales. */
 VECTORIZE_LOOP static uint32_t top_bits16(const uint8_t *scales, uint64_t n)
 {
     uint16_t m = 0;

@@ -6,9 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22   /* Linux 5.14; older kernels answer EINVAL */
-#endif
+#include "safetensors.h"
 
 #define FOLIO (2ull << 20)
 /* Linux reads at most max(read_ahead_kb, max_sectors_kb) of the device per
@@ -62,7 +60,7 @@ static void willneed(const uint8_t *lo, const uint8_t *hi)
  * and our RSS does not grow. Returns 0 when the kernel cannot populate. */
 static int populate(const uint8_t *lo, const uint8_t *hi)
 {
-    if (madvise((void *)lo, (size_t)(hi - lo), MADV_POPULATE_READ) != 0 && errno == EINVAL)
+    if (st_map_populate(lo, (uint64_t)(hi - lo)) != 0 && errno == EINVAL)
         return 0;
     madvise((void *)lo, (size_t)(hi - lo), MADV_DONTNEED);
     return 1;

@@ -15,6 +15,7 @@
 #include "qs_bufs.h"
 #include "qsource_simd.h"
 #include "threadpool.h"
+#include "vectorize.h"
 
 #define CT_INT_FMT "pack-quantized"
 #define CT_MXFP4_FMT "mxfp4-pack-quantized"
@@ -594,14 +595,6 @@ void qs_rows_decode(const qs_rows *r, uint64_t r0, uint64_t n, uint16_t *out)
     else
         d->ctint(r->data, r->scales, r->sd, r->cols, r->group, r0, n, out);
 }
-
-/* GCC 12 leaves this byte loop scalar at -O2 (objdump: no pmaxub); clang,
- * which builds the fuzz harnesses, has no such attribute. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define VECTORIZE_LOOP __attribute__((optimize("O3")))
-#else
-#define VECTORIZE_LOOP
-#endif
 
 /* The largest magnitude byte (sign dropped) of p[0, len): E4M3 orders its
  * magnitudes as their bits, 0x7f being NaN. */

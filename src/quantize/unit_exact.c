@@ -45,9 +45,10 @@ typedef struct exact_job {
     uint8_t *codes, *scales;
 } exact_job;
 
-static uint64_t range_rows(const plan_member *m, uint64_t r0)
+/* The rows of the range starting at r0 of a weight of `rows` rows. */
+static uint64_t range_rows(uint64_t rows, uint64_t r0)
 {
-    return m->rows - r0 < EXACT_ROWS ? m->rows - r0 : EXACT_ROWS;
+    return rows - r0 < EXACT_ROWS ? rows - r0 : EXACT_ROWS;
 }
 
 /* A member's rows for mx_exact.c: a gpt-oss gate is every other stored row. */
@@ -75,7 +76,7 @@ static void span_task(void *ctx, size_t t)
 {
     exact_job *j = ctx;
     const mx_rows *w = &j->rows[j->task_member[t]];
-    uint64_t r0 = j->task_row[t], n = w->rows - r0 < EXACT_ROWS ? w->rows - r0 : EXACT_ROWS;
+    uint64_t r0 = j->task_row[t], n = range_rows(w->rows, r0);
     j->bad[t] = UINT64_MAX;
     for (uint64_t r = r0; r < r0 + n; r++)
         if (memchr(w->exps(w->ctx, r), MXFP4_SCALE_NAN, w->cols / MXFP4_GROUP)) {
@@ -165,7 +166,7 @@ static void fill_task(void *ctx, size_t t)
     const plan_member *m = &j->x->p->members[j->u->first + j->member];
     const qs_weight *w = plan_source_weight(j->x->p, m->src);
     uint64_t pb = m->cols / 2, sb = m->cols / NVFP4_GROUP, r0 = (uint64_t)t * EXACT_ROWS;
-    for (uint64_t r = r0; r < r0 + range_rows(m, r0); r++) {
+    for (uint64_t r = r0; r < r0 + range_rows(m->rows, r0); r++) {
         mx_exact_scales_by(j->table, qs_mx_scales_row(j->x->c, w, m->src, r), 1, m->cols, j->scales + r * sb);
         if (j->codes)   /* a gpt-oss slice: every other row */
             memcpy(j->codes + r * pb, qs_mx_codes_row(j->x->c, w, m->src, r), pb);
