@@ -12,6 +12,8 @@
 #include "jsonio.h"
 #include "mxfp4.h"
 #include "nvfp4_code_rows.h"
+#include "nvfp4.h"
+#include "nvfp4_int4_rows.h"
 #include "qs_bufs.h"
 #include "qsource_simd.h"
 #include "threadpool.h"
@@ -741,6 +743,24 @@ int qs_rows_code_blocks(const qs_rows *r, uint64_t r0, uint64_t n, nvfp4_code_bl
     for (uint64_t b = 0; b < sc; b++)
         if (code_block(srow[b], &blocks[b]))
             return 1;
+    return 0;
+}
+
+/* The cache's synthetic groups decoded by the reference decoder itself. */
+static void ctint_group(const void *ctx, const uint8_t packed[8], uint16_t scale, uint16_t out[16])
+{
+    (void)ctx;
+    ctint_decode_rows(packed, (const uint8_t *)&scale, FF_DT_BF16, NVFP4_GROUP, NVFP4_GROUP, 0, 1, out);
+}
+
+int qs_rows_quantize_i4(const qs_rows *r, uint64_t r0, uint64_t n, float gs, nvfp4_i4_cache *cache, uint8_t *pk,
+                        uint8_t *sc)
+{
+    if (r->kind != QS_CT_INT || r->sd != FF_DT_BF16 || r->group % NVFP4_GROUP || r->cols % NVFP4_GROUP)
+        return 1;
+    uint64_t row_bytes = ctint_row_words(r->cols) * 4, scale_row = (r->cols / r->group) * 2;
+    nvfp4_quantize_i4_rows(r->data + r0 * row_bytes, row_bytes, r->scales + r0 * scale_row, scale_row, r->group,
+                           r->cols, n, gs, ctint_group, NULL, cache, pk, sc);
     return 0;
 }
 

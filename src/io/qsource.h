@@ -130,6 +130,15 @@ struct nvfp4_code_block;
  * fp8b_decode_rows itself. 1 when the kernel cannot stand in for decoding
  * them: another format, two scale rows, a scale that is not finite. */
 int qs_rows_code_blocks(const qs_rows *r, uint64_t r0, uint64_t n, struct nvfp4_code_block *blocks);
+struct nvfp4_i4_cache;
+/* compressed-tensors INT4 rows [r0, r0 + n) quantized with global scale gs
+ * straight from their codes (nvfp4_int4_rows.h; cache: the calling
+ * thread's): the bytes the bf16 kernels give for the decoded rows. 1 when
+ * that kernel cannot stand in for decoding them: another format, scales
+ * that are not bf16, a group that is not a multiple of 16. The caller has
+ * checked nvfp4_i4_rows_ok() (once: CPUID exits a VM, 5% of a job a task). */
+int qs_rows_quantize_i4(const qs_rows *r, uint64_t r0, uint64_t n, float gs, struct nvfp4_i4_cache *cache,
+                        uint8_t *pk, uint8_t *sc);
 /* Frees what open took and drops the stored bytes from the mapping. */
 void qs_rows_close(const ckpt *c, const qs_weight *w, qs_rows *r);
 

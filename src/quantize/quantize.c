@@ -167,11 +167,13 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
     io_state io = {.wc.buf = malloc(WC_CAP), .nslots = pool_threads(pool)};
     io.slots = calloc((size_t)io.nslots, sizeof *io.slots);
     io.scratch = calloc((size_t)io.nslots, sizeof *io.scratch);
+    io.i4 = calloc((size_t)io.nslots, sizeof *io.i4);
     io.q = outq_create(wr, io.nslots);
-    if (!io.slots || !io.q || !io.scratch) {
+    if (!io.slots || !io.q || !io.scratch || !io.i4) {
         free(io.wc.buf);
         free(io.slots);
         free(io.scratch);
+        free(io.i4);
         outq_free(io.q);
         return ff_fail(e, FF_EIO, "out of memory");
     }
@@ -216,9 +218,12 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
     free(io.arena.p);
     free(io.wc.buf);
     free(io.slots);
-    for (int w = 0; w < io.nslots; w++)
+    for (int w = 0; w < io.nslots; w++) {
         free(io.scratch[w].p);
+        free(io.i4[w]);
+    }
     free(io.scratch);
+    free(io.i4);
     outq_free(io.q);
     pthread_mutex_destroy(&io.write_mu);
     if (rc == FF_OK && o->source && o->source->finish)

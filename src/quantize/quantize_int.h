@@ -76,6 +76,7 @@ typedef struct unit_job {
      * samples. */
     qs_rows *lazy;
     const out_arena *scratch; /* per pool thread: ROWS_PER_TASK rows of the widest lazy member */
+    struct nvfp4_i4_cache **i4;   /* per pool thread: INT4 members' slots (io_state.i4) */
     void **owned;             /* per member: a transposed copy behind rows, or NULL */
     /* MSE observers only (obs != NULL): per member, per group */
     const nvfp4_obs *obs;
@@ -96,7 +97,8 @@ typedef struct unit_job {
     size_t *side_first;       /* per task: its first task of side's; then side->ntasks */
     int amax_done;            /* its amax pass ran inside the previous unit's */
     int codes_unread;         /* FP8 amax from the top-scale blocks: the quantizing pass checks for NaN bytes */
-    int code_kernel;          /* FP8-block members quantized from their codes (nvfp4_code_rows.h) */
+    int code_kernel;          /* FP8-block and INT4 members quantized from their codes
+                                 (nvfp4_code_rows.h, nvfp4_int4_rows.h) */
 } unit_job;
 
 /* Small outputs (scales, the 4-byte global scales, tiny experts) gathered
@@ -119,6 +121,9 @@ typedef struct io_state {
     int nslots;
     outq *q;                  /* streamed units' rows, queued kept tensors */
     out_arena *scratch;       /* per pool thread: decoded rows (unit_job.lazy) */
+    /* per pool thread, made by its first INT4 task and kept for the run:
+     * slots hold for every tensor of one global scale */
+    struct nvfp4_i4_cache **i4;
     /* Kept chunks: one pool thread writes at a time: ext4 holds the file's
      * lock for the whole buffered write, and a second writer spins on it in
      * the kernel (28% of a run's CPU when they did); waiting here sleeps. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "nvfp4_code_rows.h"
+#include "nvfp4_int4_rows.h"
 #include "nvfp4_simd.h"
 #include "prefetch.h"
 #include "qsource.h"
@@ -163,6 +164,20 @@ static int quant_codes(unit_job *j, size_t t, int worker, uint8_t *pk, uint8_t *
     return nvfp4_quantize_code_rows(r->data + row * r->cols, r->cols, n, blocks, j->gs, blocks + nb, pk, sc);
 }
 
+/* A compressed-tensors INT4 member's task quantized from its codes
+ * (nvfp4_int4_rows.h); 1 when it must be decoded instead (another format,
+ * scales that are not bf16, no memory for the thread's cache). */
+static int quant_int4(unit_job *j, size_t t, int worker, uint8_t *pk, uint8_t *sc)
+{
+    size_t k = j->task_member[t];
+    if (!j->code_kernel || !j->i4 || !by_rows(j, k) || j->lazy[k].kind != QS_CT_INT)
+        return 1;
+    if (!j->i4[worker] && (j->i4[worker] = malloc(sizeof *j->i4[worker])) != NULL)
+        j->i4[worker]->ready = 0, j->i4[worker]->misses = 0;
+    return !j->i4[worker] ||
+           qs_rows_quantize_i4(&j->lazy[k], j->task_row[t], qz_task_rows(j, t), j->gs, j->i4[worker], pk, sc);
+}
+
 static void quant_task(void *ctx, size_t t, int worker)
 {
     unit_job *j = ctx;
@@ -170,7 +185,7 @@ static void quant_task(void *ctx, size_t t, int worker)
     const plan_member *m = &j->p->members[j->u->first + k];
     uint8_t *pk, *sc;
     qz_task_outputs(j, t, worker, &pk, &sc);
-    if (quant_codes(j, t, worker, pk, sc) == 0) {
+    if (quant_codes(j, t, worker, pk, sc) == 0 || quant_int4(j, t, worker, pk, sc) == 0) {
         qz_stream_task_rows(j, t, worker, pk);
         return;
     }
@@ -398,6 +413,7 @@ static int scratch_reserve(unit_job *j, io_state *io, ff_err *e)
             need = b > need ? b : need;
         }
     j->scratch = io->scratch;
+    j->i4 = io->i4;
     for (int w = 0; w < io->nslots; w++)
         if (arena_reserve(&io->scratch[w], need))
             return ff_fail(e, FF_EIO, "out of memory quantizing %s", j->p->members[j->u->first].module);
@@ -411,7 +427,7 @@ int qz_unit_prepare(unit_job *j, const ckpt *c, const plan *p, const plan_unit *
 {
     *j = (unit_job){.c = c, .p = p, .u = u, .kernel = kernel, .obs = obs, .search = qz_search_for(kernel),
                     .ranges_scalar = kernel == nvfp4_quantize_rows_scalar, .wr = wr, .q = io->q,
-                    .code_kernel = nvfp4_side_ok(kernel) && nvfp4_code_rows_ok()};
+                    .code_kernel = nvfp4_side_ok(kernel) && nvfp4_code_rows_ok() && nvfp4_i4_rows_ok()};
     if (plan_tasks(j, &io->arena) || (obs && qz_obs_alloc(j))) {
         qz_free_job(j);
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
