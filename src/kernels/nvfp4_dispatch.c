@@ -3,6 +3,7 @@
 #include <string.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <pthread.h>
 #endif
 
 #include "nvfp4.h"
@@ -10,11 +11,23 @@
 
 #if defined(__x86_64__)
 /* F16C from CPUID leaf 1 (ECX bit 29): clang before 15 has no "f16c" for
- * __builtin_cpu_supports, and the fuzz build uses Debian 12's clang 14. */
-static int cpu_has_f16c(void)
+ * __builtin_cpu_supports, and the fuzz build uses Debian 12's clang 14.
+ * Asked once a process: CPUID exits a virtual machine (about 30 us each on
+ * the 2-core VM), and callers ask once a unit or a task. A property of the
+ * CPU, set once, so no state a run could change. */
+static int f16c_seen;
+static pthread_once_t f16c_once = PTHREAD_ONCE_INIT;
+
+static void ask_f16c(void)
 {
     unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+    f16c_seen = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
+static int cpu_has_f16c(void)
+{
+    pthread_once(&f16c_once, ask_f16c);
+    return f16c_seen;
 }
 
 /* the AVX2 kernel also uses F16C (vcvtph2ps/vcvtps2ph) for f16 input */
