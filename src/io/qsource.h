@@ -136,7 +136,7 @@ struct nvfp4_i4_cache;
  * thread's): the bytes the bf16 kernels give for the decoded rows. 1 when
  * that kernel cannot stand in for decoding them: another format, scales
  * that are not bf16, a group that is not a multiple of 16. The caller has
- * checked nvfp4_i4_rows_ok() (once: CPUID exits a VM, 5% of a job a task). */
+ * checked nvfp4_i4_rows_ok() (the kernel needs AVX2). */
 int qs_rows_quantize_i4(const qs_rows *r, uint64_t r0, uint64_t n, float gs, struct nvfp4_i4_cache *cache,
                         uint8_t *pk, uint8_t *sc);
 /* Frees what open took and drops the stored bytes from the mapping. */

@@ -12,7 +12,7 @@
 #if defined(__x86_64__)
 /* F16C from CPUID leaf 1 (ECX bit 29): clang before 15 has no "f16c" for
  * __builtin_cpu_supports, and the fuzz build uses Debian 12's clang 14.
- * Asked once a process: CPUID exits a virtual machine (about 30 us each on
+ * Asked once a process: CPUID exits a virtual machine (about 15 us each on
  * the 2-core VM), and callers ask once a unit or a task. A property of the
  * CPU, set once, so no state a run could change. */
 static int f16c_seen;

@@ -114,6 +114,12 @@ static void one_group(nvfp4_i4_cache *c, const uint8_t *p, uint16_t scale, nvfp4
     *sc = sl->scale;
 }
 
+void nvfp4_i4_cache_init(nvfp4_i4_cache *c)
+{
+    c->ready = 0;
+    c->misses = 0;
+}
+
 static void reset_if_other_gs(nvfp4_i4_cache *c, float gs)
 {
     if (c->ready && memcmp(&c->gs, &gs, sizeof gs) == 0)

@@ -52,6 +52,9 @@ typedef struct nvfp4_i4_cache {
     nvfp4_i4_slot slot[NVFP4_I4_BLOCKS][NVFP4_I4_MAXQ];
 } nvfp4_i4_cache;
 
+/* An empty cache (before its first use). */
+void nvfp4_i4_cache_init(nvfp4_i4_cache *c);
+
 /* 1 when this CPU runs the kernel (AVX2). */
 int nvfp4_i4_rows_ok(void);
 

@@ -173,7 +173,7 @@ static int quant_int4(unit_job *j, size_t t, int worker, uint8_t *pk, uint8_t *s
     if (!j->code_kernel || !j->i4 || !by_rows(j, k) || j->lazy[k].kind != QS_CT_INT)
         return 1;
     if (!j->i4[worker] && (j->i4[worker] = malloc(sizeof *j->i4[worker])) != NULL)
-        j->i4[worker]->ready = 0, j->i4[worker]->misses = 0;
+        nvfp4_i4_cache_init(j->i4[worker]);
     return !j->i4[worker] ||
            qs_rows_quantize_i4(&j->lazy[k], j->task_row[t], qz_task_rows(j, t), j->gs, j->i4[worker], pk, sc);
 }

@@ -132,7 +132,7 @@ static void int4_rows_equal_decoded(void)
         return;
     static i4_case c;
     nvfp4_i4_cache *cache = malloc(sizeof *cache);
-    cache->ready = 0;
+    nvfp4_i4_cache_init(cache);
     uint32_t x = 7;
     int compared = 0;
     uint64_t misses = 0;
@@ -163,7 +163,7 @@ static void int4_cache_holds_for_one_global_scale(void)
         return;
     static i4_case c;
     nvfp4_i4_cache *cache = malloc(sizeof *cache);
-    cache->ready = 0;
+    nvfp4_i4_cache_init(cache);
     uint32_t x = 11;
     fill_case(&c, &x, 20 + 1);   /* few scales, uniform codes, group 32 */
     cache->misses = 0;
@@ -184,7 +184,7 @@ static void int4_rows_refusals(void)
     static uint16_t scales[ROWS * 8];
     uint8_t sc[ROWS * 8];
     nvfp4_i4_cache *cache = malloc(sizeof *cache);
-    cache->ready = 0;
+    nvfp4_i4_cache_init(cache);
     qs_rows r = {.kind = QS_CT_INT, .data = packed, .scales = (const uint8_t *)scales, .sd = FF_DT_BF16,
                  .rows = ROWS, .cols = 128, .group = 32};
     if (nvfp4_i4_rows_ok())   /* the caller's check */
