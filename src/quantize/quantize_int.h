@@ -55,6 +55,7 @@ typedef struct unit_job {
     size_t ntasks;
     size_t *task_member;      /* member index (within unit) of each task */
     uint64_t *task_row;       /* first row of each task */
+    uint64_t *member_task_rows;   /* per member: rows a task (the last may take fewer) */
     float *task_amax;
     uint64_t *task_bad;       /* element index of a NaN/Inf, or UINT64_MAX */
     uint8_t **packed, **scales;  /* into the arena, not owned; NULL when streamed */
@@ -75,7 +76,7 @@ typedef struct unit_job {
      * threads, 4.08 GB, the decode and the amax pass were a third of the
      * samples. */
     qs_rows *lazy;
-    const out_arena *scratch; /* per pool thread: ROWS_PER_TASK rows of the widest lazy member */
+    const out_arena *scratch; /* per pool thread: a task's rows of the widest lazy member */
     struct nvfp4_i4_cache **i4;   /* per pool thread: INT4 members' slots (io_state.i4) */
     void **owned;             /* per member: a transposed copy behind rows, or NULL */
     /* MSE observers only (obs != NULL): per member, per group */
