@@ -64,9 +64,25 @@ timed() {
     echo "$line" | tee -a "$log"
     return $rc
 }
+# One untimed run of each binary first. On a VM whose free memory goes back
+# to the host (virtio-balloon free page reporting), memory the job has not
+# touched lately costs the host's faults: a 2.5 GB write after a minute idle
+# took 6 s of system time, 0.3-0.4 s right after another, so a first round
+# would time the host instead of the binary.
+for bin in "$@"; do
+    rm -rf "$out"
+    "$bin" quantize "$model" "$out" --quiet --no-doctor --threads "${threads%% *}" > /dev/null || status=1
+done
+# Each round also writes the output's bytes alone (its whole MBs of zeros, into a file
+# allocated first, as the shards are), the floor a job that writes them has.
+out_bytes=$(cat "$out"/*.safetensors 2> /dev/null | wc -c)
+scratch="$out.write-alone"
 for r in $(seq "$rounds"); do
     echo "round $r"
     timed "cat" sh -c "cat '$model'/*.safetensors > /dev/null"
+    rm -rf "$out"
+    timed "write output alone" sh -c "rm -f '$scratch'; fallocate -l $out_bytes '$scratch' &&
+        dd if=/dev/zero of='$scratch' bs=1M count=$((out_bytes >> 20)) conv=notrunc status=none"
     for bin in "$@"; do
         for t in $threads; do
             rm -rf "$out"
@@ -76,5 +92,5 @@ for r in $(seq "$rounds"); do
     done
 done
 medians < "$log"
-rm -rf "$out" "$log"
+rm -rf "$out" "$log" "$scratch"
 exit $status
