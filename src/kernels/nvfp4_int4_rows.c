@@ -114,6 +114,16 @@ static void one_group(nvfp4_i4_cache *c, const uint8_t *p, uint16_t scale, nvfp4
     *sc = sl->scale;
 }
 
+/* Groups [g, groups) of a row one at a time: an AVX2 row's last groups
+ * (fewer than four), or a whole row where there are no vectors. */
+static void groups_one_by_one(nvfp4_i4_cache *c, const uint8_t *p, const uint8_t *scale_row, uint64_t g,
+                              uint64_t groups, scale_step st, nvfp4_i4_decode_fn dec, const void *ctx, uint8_t *pk,
+                              uint8_t *sc)
+{
+    for (; g < groups; g++)
+        one_group(c, p + g * 8, scale_of(scale_row, g, st), dec, ctx, pk + g * 8, sc + g);
+}
+
 void nvfp4_i4_cache_init(nvfp4_i4_cache *c)
 {
     c->ready = 0;
@@ -189,31 +199,30 @@ static T2 void row_avx2(nvfp4_i4_cache *c, const uint8_t *p, const uint8_t *scal
         r13 = _mm256_or_si256(r13, _mm256_slli_epi16(_mm256_srli_si256(r13, 8), 4));
         _mm256_storeu_si256((__m256i *)(pk + g * 8), _mm256_unpacklo_epi64(r02, r13));
     }
-    for (; g < groups; g++)
-        one_group(c, p + g * 8, scale_of(scale_row, g, st), dec, ctx, pk + g * 8, sc + g);
+    groups_one_by_one(c, p, scale_row, g, groups, st, dec, ctx, pk, sc);
 }
+
+#define QUANTIZE_ROW row_avx2
 
 int nvfp4_i4_rows_ok(void)
 {
     return nvfp4_cpu_avx2_ok();
 }
 
-void nvfp4_quantize_i4_rows(const uint8_t *packed, uint64_t row_bytes, const uint8_t *scales,
-                            uint64_t scale_row_bytes, uint64_t group, uint64_t cols, uint64_t nrows, float gs,
-                            nvfp4_i4_decode_fn dec, const void *ctx, nvfp4_i4_cache *cache, uint8_t *pk,
-                            uint8_t *sc)
-{
-    uint64_t groups = cols / NVFP4_GROUP;
-    reset_if_other_gs(cache, gs);
-    for (uint64_t r = 0; r < nrows; r++)
-        row_avx2(cache, packed + r * row_bytes, scales + r * scale_row_bytes, groups, step_of(group), dec, ctx,
-                 pk + r * (cols / 2), sc + r * groups);
-}
 #else
 int nvfp4_i4_rows_ok(void)
 {
     return 0;
 }
+
+static void row_plain(nvfp4_i4_cache *c, const uint8_t *p, const uint8_t *scale_row, uint64_t groups, scale_step st,
+                      nvfp4_i4_decode_fn dec, const void *ctx, uint8_t *pk, uint8_t *sc)
+{
+    groups_one_by_one(c, p, scale_row, 0, groups, st, dec, ctx, pk, sc);
+}
+
+#define QUANTIZE_ROW row_plain
+#endif
 
 void nvfp4_quantize_i4_rows(const uint8_t *packed, uint64_t row_bytes, const uint8_t *scales,
                             uint64_t scale_row_bytes, uint64_t group, uint64_t cols, uint64_t nrows, float gs,
@@ -221,10 +230,10 @@ void nvfp4_quantize_i4_rows(const uint8_t *packed, uint64_t row_bytes, const uin
                             uint8_t *sc)
 {
     uint64_t groups = cols / NVFP4_GROUP;
+    scale_step st = step_of(group);
     reset_if_other_gs(cache, gs);
     for (uint64_t r = 0; r < nrows; r++)
-        for (uint64_t g = 0; g < groups; g++)
-            one_group(cache, packed + r * row_bytes + g * 8, scale_of(scales + r * scale_row_bytes, g, step_of(group)),
-                      dec, ctx, pk + r * (cols / 2) + g * 8, sc + r * groups + g);
+        QUANTIZE_ROW(cache, packed + r * row_bytes, scales + r * scale_row_bytes, groups, st, dec, ctx,
+                     pk + r * (cols / 2), sc + r * groups);
 }
-#endif
+
