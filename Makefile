@@ -3,7 +3,7 @@
 CC      ?= cc
 # The build folder; a second checkout user (a helper) builds beside with B=build-x.
 B       ?= build
-CSTD    := -std=c11 -D_GNU_SOURCE
+CSTD    := -std=c11 -D_GNU_SOURCE -ffp-contract=off
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 OPT     ?= -O2 -g
 DEPS_CFLAGS := $(shell pkg-config --cflags jansson libcurl yaml-0.1 2>/dev/null)
@@ -48,7 +48,7 @@ FOBJ    := $(SRC:src/%.c=$(B)/fobj/%.o)
 FUZZSRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZBIN := $(FUZZSRC:tests/fuzz/%.c=$(B)/fuzz/%)
 
-.PHONY: all clean test unit golden conformance demo bench bench-kernels cuda fuzz fuzz-build
+.PHONY: all clean test unit golden conformance demo bench bench-kernels bench-mse cuda fuzz fuzz-build
 all: $(B)/fp4forge
 
 $(B)/obj/%.o: src/%.c $(HDR)
@@ -128,6 +128,12 @@ $(B)/bench-kernels: bench/kernels.c $(B)/libfp4forge.a
 
 bench-kernels: $(B)/bench-kernels
 	@$(B)/bench-kernels
+
+$(B)/bench-mse: bench/mse_kernels.c $(B)/libfp4forge.a
+	$(CC) $(CFLAGS) -Isrc/kernels $< $(B)/libfp4forge.a $(LIBS) -o $@
+
+bench-mse: $(B)/bench-mse
+	@$(B)/bench-mse
 
 # Folio sizes of a file's cached pages, and a first pass over it (docs/bench.md).
 $(B)/bench-pagecache: bench/pagecache.c

@@ -54,6 +54,7 @@ int nvfp4_obs_needs_mask(const nvfp4_obs *o)
  * 32768 values, so a table does it exactly (checked against torch over all of
  * them). */
 static float pow_bf16[0x8000], pow_f16[0x8000];
+static float pow_frac[32], pow_mant[128];   /* nvfp4_mse_plan says why */
 /* every observer llm-compressor registers defaults to norm 2.4; other norms
  * (none reachable from the CLI) fall back to powf */
 static const double pow_norm_tab = 2.4;
@@ -69,6 +70,12 @@ static void pow_init(void)
         float h = ff_f16_to_f32((uint16_t)i);
         pow_f16[i] = ff_round_to(FF_DT_F16, (float)pow((double)h, (double)e_h));
     }
+    for (int j = 0; j < 32; j++) {
+        int t = 77 * (j - 127);   /* 2.40625 = 77/32 */
+        pow_frac[j] = (float)exp2((double)(((t % 32) + 32) % 32) / 32.0);
+    }
+    for (int m = 0; m < 128; m++)
+        pow_mant[m] = (float)pow(1.0 + m / 128.0, (double)e_bf);
 }
 
 static inline float pow_t(float a, ff_dtype t, float norm)
@@ -156,6 +163,8 @@ static int mse_plan(const nvfp4_obs *o, ff_dtype t, nvfp4_mse_plan *pl)
         return -1;
     pthread_once(&pow_once, pow_init);
     pl->pow = pow_bf16;
+    pl->pow_frac = pow_frac;
+    pl->pow_mant = pow_mant;
     for (int i = 0; i < o->steps; i++)
         pl->p[i] = (float)(1.0 - (double)i / o->grid);   /* as nvfp4_mse_candidate */
     pl->expand = (float)o->expand;
@@ -218,6 +227,20 @@ void nvfp4_mse_search_rows_simd(const void *w, ff_dtype t, uint64_t cols, uint64
 {
     nvfp4_mse_groups_fn k = groups_kernel("avx512");
     search_with(k ? k : groups_kernel("avx2"), w, t, cols, row0, nrows, o, mask, idx, any);
+}
+
+int nvfp4_mse_pow_mismatches(const char *name)
+{
+    nvfp4_obs o;
+    nvfp4_mse_plan pl;
+    if (nvfp4_obs_from_name("mse", &o) || mse_plan(&o, FF_DT_BF16, &pl))
+        return -1;
+#if defined(__x86_64__)
+    if (!strcmp(name, "avx512") && nvfp4_cpu_avx512_ok())
+        return nvfp4_mse_pow_mismatches_avx512(&pl);
+#endif
+    (void)name;
+    return -1;
 }
 
 int nvfp4_mse_errors_rows(const char *name, const void *w, ff_dtype t, uint64_t cols, uint64_t row0,

@@ -7,7 +7,10 @@
  * ones, and the 20 (mse) or 111 (expanded-mse) candidates give 20 and
  * 95-109 distinct scales for every bf16 max|x| mantissa, so there is no
  * repeated step to skip. What the thresholds save is the division and the
- * E2M1 rounding of every element at every step. */
+ * E2M1 rounding of every element at every step. The AVX-512 kernel also
+ * computes the power instead of gathering it (a 16-lane gather cost as much
+ * as the rest of an element's error) and compares two elements' bf16 bits
+ * in one 16-bit compare. */
 #include "nvfp4_mse_simd.h"
 
 #include <string.h>
@@ -41,6 +44,19 @@ static T5 INL __m512 rbf16_512(__m512 s)
     return _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u)));
 }
 
+/* R_bf16 of a positive f32 below 2^111 by Veltkamp's split (hi = t - (t - v)
+ * with t = v (2^16 + 1)): the top 8 significant bits rounded to nearest,
+ * ties to even, 3 ops instead of 5 (test_veltkamp_every_value: every f32
+ * from 2^-126 to 2^111), and 0 gives 0. It needs the three roundings as
+ * written: the Makefile's -ffp-contract=off keeps any compiler from fusing
+ * them into an FMA, and test_observers' every-value checks would fail if one
+ * did. */
+static T5 INL __m512 rbf16_small_512(__m512 v)
+{
+    __m512 t = _mm512_mul_ps(v, _mm512_set1_ps(65537.0f));
+    return _mm512_sub_ps(t, _mm512_sub_ps(t, v));
+}
+
 /* r[k] lane g = r[g] lane k: unpack 32 and 64 transpose 4x4 blocks inside
  * each 128-bit lane, two 128-bit shuffles move the blocks */
 static T5 INL void transpose16_512(__m512i r[16])
@@ -66,58 +82,193 @@ static T5 INL void transpose16_512(__m512i r[16])
     }
 }
 
-/* ax[k] lane g = |element k of group g| as f32; groups from ng on read 0 */
-static T5 INL void load_groups_512(const uint16_t *p, unsigned ng, __m512 ax[16])
+/* pr[k] lane g = |elements 2k and 2k+1 of group g| as bf16 bits (low and
+ * high half), ax[k] lane g = |element k of group g| as f32; groups from ng
+ * on read 0 */
+static T5 INL void load_groups_512(const uint16_t *p, unsigned ng, __m512i pr[8], __m512 ax[16])
 {
     __m512i r[16];
     for (unsigned g = 0; g < 16; g++)
-        r[g] = g < ng ? _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p + 16 * g)))
+        r[g] = g < ng ? _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 16 * g)))
                       : _mm512_setzero_si512();
     transpose16_512(r);
-    for (int k = 0; k < 16; k++)
-        ax[k] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_and_si512(r[k], _mm512_set1_epi32(0x7fff)), 16));
+    for (int k = 0; k < 8; k++) {
+        pr[k] = _mm512_and_si512(r[k], _mm512_set1_epi32(0x7fff7fff));
+        ax[2 * k] = _mm512_castsi512_ps(_mm512_slli_epi32(pr[k], 16));
+        ax[2 * k + 1] = _mm512_castsi512_ps(_mm512_and_si512(pr[k], _mm512_set1_epi32((int)0xffff0000u)));
+    }
 }
 
-/* one element's error at one step: d = D[code] (the masks are nested, the
- * last passed threshold wins), then pow of the bf16 bits of |R(|x| - d)| */
-static T5 INL __m512 elem_error_512(__m512 a, const __m512 *t, const __m512 *d, const float *pow)
+/* The power tables in registers or as memory operands: a 16-lane gather
+ * from pow_bf16 costs about as much as the rest of an element's error. */
+typedef struct {
+    const float *pow;
+    __m512 frac0, frac1, mant[8];
+} pow_regs_512;
+
+static T5 INL void pow_regs_load_512(const nvfp4_mse_plan *pl, pow_regs_512 *pr)
 {
-    __m512 q = d[0];
-    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[1], _CMP_GT_OQ), d[1]);
-    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[2], _CMP_GE_OQ), d[2]);
-    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[3], _CMP_GT_OQ), d[3]);
-    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[4], _CMP_GE_OQ), d[4]);
-    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[5], _CMP_GT_OQ), d[5]);
-    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[6], _CMP_GE_OQ), d[6]);
-    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[7], _CMP_GT_OQ), d[7]);
-    __m512i u = _mm512_and_si512(_mm512_castps_si512(_mm512_sub_ps(a, q)), _mm512_set1_epi32(0x7fffffff));
+    pr->pow = pl->pow;
+    pr->frac0 = _mm512_loadu_ps(pl->pow_frac);
+    pr->frac1 = _mm512_loadu_ps(pl->pow_frac + 16);
+    for (int k = 0; k < 8; k++)
+        pr->mant[k] = _mm512_loadu_ps(pl->pow_mant + 16 * k);
+}
+
+/* pow_bf16[u] for bf16 bits u < 0x8000 (nvfp4_mse_plan gives the identity):
+ * r is u as f32. Permutes pick the fraction and mantissa factors (a permute reads the low
+ * five bits of its index), scalef applies 2^floor(2.40625 k); a zero has
+ * k = -inf and comes out 0. Unless `checked`, every u must be 0 or in the
+ * identity's range (block_in_range). Checked, the other lanes (|d| below
+ * 2^-52 or from 2^52) read the table: rare, so a branch rather than a
+ * gather every time. */
+static T5 INL __m512 pow_bf16_512(__m512i u, __m512 r, const pow_regs_512 *pr, int checked)
+{
+    __mmask16 b5 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(32));
+    __mmask16 b6 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(64));
+    __m512 m0 = _mm512_permutex2var_ps(pr->mant[0], u, pr->mant[1]);
+    __m512 m1 = _mm512_permutex2var_ps(pr->mant[2], u, pr->mant[3]);
+    __m512 m2 = _mm512_permutex2var_ps(pr->mant[4], u, pr->mant[5]);
+    __m512 m3 = _mm512_permutex2var_ps(pr->mant[6], u, pr->mant[7]);
+    __m512 m = _mm512_mask_mov_ps(_mm512_mask_mov_ps(m0, b5, m1), b6, _mm512_mask_mov_ps(m2, b5, m3));
+    __m512 f = _mm512_permutex2var_ps(pr->frac0, _mm512_srli_epi32(u, 7), pr->frac1);
+    __m512 k = _mm512_getexp_ps(r);
+    __m512 e = _mm512_scalef_ps(rbf16_small_512(_mm512_mul_ps(f, m)), _mm512_mul_ps(k, _mm512_set1_ps(2.40625f)));
+    if (!checked)
+        return e;
+    __mmask16 in = _mm512_cmp_epu32_mask(_mm512_sub_epi32(u, _mm512_set1_epi32(75 << 7)),
+                                         _mm512_set1_epi32((178 - 75 + 1) << 7), _MM_CMPINT_LT);
+    __mmask16 rare = _mm512_mask_test_epi32_mask((__mmask16)~in, u, u);
+    if (rare)
+        e = _mm512_mask_i32gather_ps(e, rare, u, pr->pow, 4);
+    return e;
+}
+
+/* unchecked, only zero and the identity's range are asked */
+T5 int nvfp4_mse_pow_mismatches_avx512(const nvfp4_mse_plan *pl)
+{
+    pow_regs_512 pr;
+    pow_regs_load_512(pl, &pr);
+    int bad = 0;
+    for (uint32_t u0 = 0; u0 < 0x8000; u0 += 16) {
+        float got[2][16];
+        __m512i u = _mm512_add_epi32(_mm512_set1_epi32((int)u0),
+                                     _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+        __m512 r = _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+        _mm512_storeu_ps(got[0], pow_bf16_512(u, r, &pr, 1));
+        _mm512_storeu_ps(got[1], pow_bf16_512(u, r, &pr, 0));
+        for (uint32_t k = 0; k < 16; k++) {
+            uint32_t v = u0 + k;
+            int asked = v == 0 || (v >= 75u << 7 && v < 179u << 7);
+            bad += memcmp(&got[0][k], &pl->pow[v], sizeof(float)) != 0;
+            bad += asked && memcmp(&got[1][k], &pl->pow[v], sizeof(float)) != 0;
+        }
+    }
+    return bad;
+}
+
+/* R(|x| - d) as its bf16 bits (what pow_bf16 is indexed by) and as f32.
+ * Checked, any difference; otherwise one below 2^111 (block_in_range). */
+static T5 INL __m512i diff_bits_512(__m512 a, __m512 d, int checked, __m512 *r)
+{
+    __m512i u = _mm512_and_si512(_mm512_castps_si512(_mm512_sub_ps(a, d)), _mm512_set1_epi32(0x7fffffff));
+    if (!checked) {
+        *r = rbf16_small_512(_mm512_castsi512_ps(u));
+        return _mm512_srli_epi32(_mm512_castps_si512(*r), 16);
+    }
     __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
     u = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-    return _mm512_i32gather_ps(u, pow, 4);
+    *r = _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+    return u;
+}
+
+/* Two elements' d = D[code] at one step, in the pair's 16-bit halves: |x|
+ * passes threshold j exactly when its bf16 bits reach tt[j], the bits of the
+ * bf16 above m_j * s (never itself a bf16: nvfp4_mse_simd.h), so one 16-bit
+ * compare serves two elements. The masks are nested; the last passed wins. */
+static T5 INL __m512i pair_d_512(__m512i x2, const __m512i *tt, const __m512i *dd)
+{
+    __m512i q = dd[0];
+#pragma GCC unroll 8
+    for (int j = 1; j < 8; j++)
+        q = _mm512_mask_mov_epi16(q, _mm512_cmp_epu16_mask(x2, tt[j], _MM_CMPINT_NLT), dd[j]);
+    return q;
+}
+
+/* a step's bf16 threshold bits and D values, each in both 16-bit halves */
+static T5 INL void step_tables_512(__m512 s, __m512i *tt, __m512i *dd)
+{
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        __m512i t = _mm512_castps_si512(_mm512_mul_ps(s, _mm512_set1_ps(mse_mid[j])));
+        __m512i tb = _mm512_add_epi32(_mm512_srli_epi32(t, 16), _mm512_set1_epi32(1));
+        tt[j] = _mm512_or_si512(tb, _mm512_slli_epi32(tb, 16));
+        /* R(0 * inf) is NaN too */
+        __m512i db = _mm512_castps_si512(rbf16_512(_mm512_mul_ps(s, _mm512_set1_ps(mse_q[j]))));
+        dd[j] = _mm512_or_si512(db, _mm512_srli_epi32(db, 16));
+    }
+}
+
+/* Whether every nonzero R(|x| - d) of these groups lies in [2^-52, 2^52),
+ * the power's identity, at every step. A group's candidates are at least
+ * 0.4 amax (expand * p >= 0.81 in both registered grids, 1 x 0.81 and
+ * 1.8 x 0.45; any other grid is checked), so its scales are at least
+ * amax / 15 and a nonzero d at least amax / 30. With lo the least nonzero
+ * |x| of the block and hi the largest: a nonzero |x| - d is |x|, or d, or
+ * a multiple of the smaller one's ulp, so at least lo * 2^-13 after
+ * rounding; and it is at most 2 hi (d <= 1.8 amax, rounded). So lo >= 2^-38
+ * and hi < 2^48 keep it inside, with room to spare. */
+static T5 INL int block_in_range(const __m512 ax[16], __m512 amax, const nvfp4_mse_plan *pl)
+{
+    if (!(pl->expand * pl->p[pl->steps - 1] >= 0.4f && pl->expand <= 2.0f))
+        return 0;
+    __m512 lo = _mm512_set1_ps(__builtin_inff());
+    for (int k = 0; k < 16; k++)
+        lo = _mm512_mask_min_ps(lo, _mm512_cmp_ps_mask(ax[k], _mm512_setzero_ps(), _CMP_NEQ_OQ), lo, ax[k]);
+    return _mm512_reduce_min_ps(lo) >= 0x1p-38f && _mm512_reduce_max_ps(amax) < 0x1p48f;
 }
 
 /* every step's rounded error of 16 groups: ev[i] lane g */
-static T5 void block_errors_512(const uint16_t *p, unsigned ng, const nvfp4_mse_plan *pl, __m512 *ev)
+static T5 INL void block_steps_512(const __m512i x2[8], const __m512 ax[16], __m512 A, const nvfp4_mse_plan *pl,
+                                   const pow_regs_512 *pr, int checked, __m512 *ev)
 {
-    __m512 ax[16], t[8], d[8];
-    load_groups_512(p, ng, ax);
-    __m512 amax = ax[0];
-    for (int k = 1; k < 16; k++)
-        amax = _mm512_max_ps(amax, ax[k]);
-    __m512 A = rbf16_512(_mm512_mul_ps(amax, _mm512_set1_ps(pl->expand)));
+    __m512i tt[8], dd[8];
     for (int i = 0; i < pl->steps; i++) {
         __m512 c = rbf16_512(_mm512_mul_ps(A, _mm512_set1_ps(pl->p[i])));
         __m512 s = rbf16_512(_mm512_div_ps(c, _mm512_set1_ps(NVFP4_FP4_MAX)));
         s = _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, _mm512_setzero_ps(), _CMP_EQ_OQ), _mm512_set1_ps(BF16_EPS));
-        for (int j = 0; j < 8; j++) {
-            t[j] = _mm512_mul_ps(s, _mm512_set1_ps(mse_mid[j]));
-            d[j] = rbf16_512(_mm512_mul_ps(s, _mm512_set1_ps(mse_q[j])));   /* R(0 * inf) is NaN too */
-        }
+        step_tables_512(s, tt, dd);
         __m512 acc = _mm512_setzero_ps();
-        for (int k = 0; k < 16; k++)
-            acc = _mm512_add_ps(acc, elem_error_512(ax[k], t, d, pl->pow));
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            __m512i q = pair_d_512(x2[k], tt, dd);
+            __m512 d0 = _mm512_castsi512_ps(_mm512_slli_epi32(q, 16));
+            __m512 d1 = _mm512_castsi512_ps(_mm512_and_si512(q, _mm512_set1_epi32((int)0xffff0000u)));
+            __m512 r0, r1;
+            __m512i u0 = diff_bits_512(ax[2 * k], d0, checked, &r0);
+            __m512i u1 = diff_bits_512(ax[2 * k + 1], d1, checked, &r1);
+            acc = _mm512_add_ps(acc, pow_bf16_512(u0, r0, pr, checked));
+            acc = _mm512_add_ps(acc, pow_bf16_512(u1, r1, pr, checked));
+        }
         ev[i] = rbf16_512(acc);
     }
+}
+
+static T5 void block_errors_512(const uint16_t *p, unsigned ng, const nvfp4_mse_plan *pl, __m512 *ev)
+{
+    __m512 ax[16];
+    __m512i x2[8];
+    pow_regs_512 pr;
+    pow_regs_load_512(pl, &pr);
+    load_groups_512(p, ng, x2, ax);
+    __m512 amax = ax[0];
+    for (int k = 1; k < 16; k++)
+        amax = _mm512_max_ps(amax, ax[k]);
+    __m512 A = rbf16_512(_mm512_mul_ps(amax, _mm512_set1_ps(pl->expand)));
+    if (block_in_range(ax, amax, pl))
+        block_steps_512(x2, ax, A, pl, &pr, 0, ev);
+    else
+        block_steps_512(x2, ax, A, pl, &pr, 1, ev);
 }
 
 /* err < best, strictly, step by step: each group's improvement bits (steps

@@ -20,7 +20,9 @@
  * ties go to the even neighbours); x / s never equals an m_j, whose odd
  * numerators (257, 383, 321, 447 over a power of 2) need 9 bits, so either
  * compare would do. m_j * s (9 by 8 significant bits) is exact in f32,
- * subnormal s included. */
+ * subnormal s included, and never a bf16 itself: so |x| passes it exactly
+ * when |x|'s bf16 bits reach those of the next bf16 above it, the 16-bit
+ * compare the AVX-512 kernel makes. */
 #ifndef FF_NVFP4_MSE_SIMD_H
 #define FF_NVFP4_MSE_SIMD_H
 
@@ -32,6 +34,13 @@
 /* What every kernel needs of one search, prepared once per call. */
 typedef struct {
     const float *pow;                    /* pow_bf16: |d| bits -> R(|d|^2.40625) */
+    /* The same power as arithmetic, for |d| in [2^-52, 2^52): with E its
+     * biased exponent (75..178) and m its 7 mantissa bits, R(|d|^2.40625) =
+     * 2^floor(77 (E - 127) / 32) * R_bf16(pow_frac[E mod 32] * pow_mant[m]),
+     * pow_frac[j] = 2^frac(77 (j - 127) / 32) and pow_mant[m] =
+     * (1 + m/128)^2.40625 in f32 (2.40625 = 77/32). Each of those 13,312
+     * inputs gives pow_bf16's bits: test_observers checks all 32,768. */
+    const float *pow_frac, *pow_mant;
     float p[NVFP4_MSE_MAX_STEPS];        /* (float)(1 - i / grid) */
     float expand;
     int steps;
@@ -47,6 +56,9 @@ typedef void (*nvfp4_mse_groups_fn)(const uint16_t *w, uint64_t ngroups, const n
 #if defined(__x86_64__)
 void nvfp4_mse_groups_avx2(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_plan *pl, uint64_t *mask,
                            uint8_t *idx, uint64_t *any, float *errs);
+/* Tests: how many of the 32,768 bf16 bits the AVX-512 kernel's power gets
+ * other than pow_bf16 (0 when the identity above and its fallback hold). */
+int nvfp4_mse_pow_mismatches_avx512(const nvfp4_mse_plan *pl);
 void nvfp4_mse_groups_avx512(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_plan *pl, uint64_t *mask,
                              uint8_t *idx, uint64_t *any, float *errs);
 

@@ -302,6 +302,32 @@ static int same_bits(const float *a, const float *b, size_t n)
  * M across binades (subnormal, tiny, weight-like, huge, the bf16 max whose
  * expanded range overflows) and the probes sweeping all |x| <= M, both
  * signs, so every element meets every candidate scale of its M. */
+/* The AVX-512 search rounds values below 2^111 to bf16 by Veltkamp's split
+ * (t = v (2^16 + 1), t - (t - v)); the same three f32 operations here, on
+ * every normal f32 it is used for, against the bit rounding. */
+static void test_veltkamp_every_value(void)
+{
+    uint64_t bad = 0;
+    for (uint32_t b = 0x00800000u; b < 0x77000000u; b++) {   /* 2^-126 .. 2^111 */
+        float v, t, hi;
+        memcpy(&v, &b, sizeof v);
+        t = v * 65537.0f;
+        hi = t - (t - v);
+        bad += hi != ff_round_bf16(v);
+    }
+    CHECK(bad == 0);
+}
+
+/* Every bf16 |d|, zero, subnormals, the identity's edges (2^-52, 2^52) and
+ * the values past them that the kernel gathers from the table instead. */
+static void test_pow_every_value(void)
+{
+    int bad = nvfp4_mse_pow_mismatches("avx512");
+    if (bad < 0)
+        return;   /* no AVX-512 here: the gather-only kernels read the table itself */
+    CHECK(bad == 0);
+}
+
 static void test_errors_every_value(void)
 {
     static const uint16_t maxima[] = {0x0003, 0x0080, 0x3a4b, 0x3c01, 0x3f7f, 0x4321, 0x7f7f};
@@ -455,6 +481,8 @@ int main(void)
     RUN(test_ranges_match_minmax);
     RUN(test_kernels_match_reference);
     RUN(test_kernels_other_dtypes);
+    RUN(test_veltkamp_every_value);
+    RUN(test_pow_every_value);
     RUN(test_errors_every_value);
     RUN(test_errors_on_edges);
     RUN(test_ranges_kernels);
