@@ -55,7 +55,7 @@ static double time_search(nvfp4_mse_search_fn fn, const uint16_t *w, uint64_t ro
 int main(void)
 {
     const uint64_t rows = 512, cols = 4096, n = rows * cols, groups = n / 16;
-    const char *observers[] = {"mse", "expanded-mse"}, *kernels[] = {"scalar", "avx2", "avx512"};
+    const char *observers[] = {"mse", "expanded-mse"}, *kernels[] = {"scalar", "avx2", "avx512", "avx512-gather", "avx512-arith"};
     uint16_t *w = gaussian_bf16(n);
     uint64_t *mask0 = calloc(groups, sizeof *mask0), *mask1 = calloc(groups, sizeof *mask1);
     uint8_t *idx0 = calloc(groups, 1), *idx1 = calloc(groups, 1);
@@ -64,15 +64,15 @@ int main(void)
     for (int ob = 0; ob < 2; ob++) {
         nvfp4_obs o;
         nvfp4_obs_from_name(observers[ob], &o);
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 5; k++) {
             nvfp4_mse_search_fn fn = nvfp4_mse_search_by_name(kernels[k]);
             if (!fn) {
-                printf("%-13s %-7s not supported here\n", observers[ob], kernels[k]);
+                printf("%-13s %-13s not supported here\n", observers[ob], kernels[k]);
                 continue;
             }
             double t = time_search(fn, w, rows, cols, &o, k ? mask1 : mask0, k ? idx1 : idx0, k ? REPS : 1);
             int same = !k || (!memcmp(mask0, mask1, groups * sizeof *mask0) && !memcmp(idx0, idx1, groups));
-            printf("%-13s %-7s %7.3f s  %7.1f MB/s bf16 per core  %.3f ns/step  %s\n", observers[ob], kernels[k], t,
+            printf("%-13s %-13s %7.3f s  %7.1f MB/s bf16 per core  %.3f ns/step  %s\n", observers[ob], kernels[k], t,
                    n * 2 / 1e6 / t, t * 1e9 / (double)n / o.steps, same ? "steps == scalar" : "STEPS DIFFER");
         }
     }

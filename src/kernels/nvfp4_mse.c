@@ -173,11 +173,31 @@ static int mse_plan(const nvfp4_obs *o, ff_dtype t, nvfp4_mse_plan *pl)
     return 0;
 }
 
+#if defined(__x86_64__)
+/* The AVX-512 search computes the power where that beats the gather: on AMD
+ * (Zen 5: 1.8x, 0.585 -> 0.324 ns a group-element-step), not on Intel (the
+ * H200 host's Xeon: 0.35 -> 0.50-0.54 ns, its gathers being fast and its
+ * permutes on one port). docs/observers.md has the measurements. */
+static int avx512_arith_pays(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd");
+}
+#endif
+
+/* "avx512" is the CPU's faster of "avx512-gather" and "avx512-arith" (the
+ * same bytes; tests and bench-mse name them) */
 static nvfp4_mse_groups_fn groups_kernel(const char *name)
 {
 #if defined(__x86_64__)
-    if (!strcmp(name, "avx512") && nvfp4_cpu_avx512_ok())
-        return nvfp4_mse_groups_avx512;
+    if (!strncmp(name, "avx512", 6) && nvfp4_cpu_avx512_ok()) {
+        if (!strcmp(name, "avx512"))
+            return avx512_arith_pays() ? nvfp4_mse_groups_avx512_arith : nvfp4_mse_groups_avx512;
+        if (!strcmp(name, "avx512-gather"))
+            return nvfp4_mse_groups_avx512;
+        if (!strcmp(name, "avx512-arith"))
+            return nvfp4_mse_groups_avx512_arith;
+    }
     if (!strcmp(name, "avx2") && nvfp4_cpu_avx2_ok())
         return nvfp4_mse_groups_avx2;
 #else
@@ -213,13 +233,33 @@ static void search_avx512(const void *w, ff_dtype t, uint64_t cols, uint64_t row
     search_with(groups_kernel("avx512"), w, t, cols, row0, nrows, o, mask, idx, any);
 }
 
+static void search_avx512_gather(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
+                                 const nvfp4_obs *o, uint64_t *mask, uint8_t *idx, uint64_t *any)
+{
+    search_with(groups_kernel("avx512-gather"), w, t, cols, row0, nrows, o, mask, idx, any);
+}
+
+static void search_avx512_arith(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
+                                const nvfp4_obs *o, uint64_t *mask, uint8_t *idx, uint64_t *any)
+{
+    search_with(groups_kernel("avx512-arith"), w, t, cols, row0, nrows, o, mask, idx, any);
+}
+
 nvfp4_mse_search_fn nvfp4_mse_search_by_name(const char *name)
 {
+    static const struct {
+        const char *name;
+        nvfp4_mse_search_fn fn;
+    } searches[] = {{"avx2", search_avx2},
+                    {"avx512", search_avx512},
+                    {"avx512-gather", search_avx512_gather},
+                    {"avx512-arith", search_avx512_arith}};
     if (!strcmp(name, "scalar"))
         return nvfp4_mse_search_rows;
-    if (!groups_kernel(name))
-        return NULL;
-    return !strcmp(name, "avx512") ? search_avx512 : search_avx2;
+    for (size_t i = 0; i < sizeof searches / sizeof *searches; i++)
+        if (!strcmp(name, searches[i].name))
+            return groups_kernel(name) ? searches[i].fn : NULL;
+    return NULL;
 }
 
 void nvfp4_mse_search_rows_simd(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,

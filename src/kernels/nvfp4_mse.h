@@ -56,7 +56,9 @@ void nvfp4_mse_search_rows(const void *w, ff_dtype t, uint64_t cols, uint64_t ro
 typedef void (*nvfp4_mse_search_fn)(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
                                     const nvfp4_obs *o, uint64_t *mask, uint8_t *idx, uint64_t *any);
 
-/* The search of --kernel NAME ("scalar", "avx2", "avx512"), NULL if unknown
+/* The search of --kernel NAME ("scalar", "avx2", "avx512"; also
+ * "avx512-gather" and "avx512-arith", the two ways the AVX-512 search takes
+ * the power, of which "avx512" runs the CPU's faster), NULL if unknown
  * or this CPU lacks it. The vector kernels take bf16 with norm 2.4 (every
  * registered observer) and hand anything else to the scalar search. */
 nvfp4_mse_search_fn nvfp4_mse_search_by_name(const char *name);

@@ -230,7 +230,7 @@ static T5 INL int block_in_range(const __m512 ax[16], __m512 amax, const nvfp4_m
 
 /* every step's rounded error of 16 groups: ev[i] lane g */
 static T5 INL void block_steps_512(const __m512i x2[8], const __m512 ax[16], __m512 A, const nvfp4_mse_plan *pl,
-                                   const pow_regs_512 *pr, int checked, __m512 *ev)
+                                   const pow_regs_512 *pr, int checked, int arith, __m512 *ev)
 {
     __m512i tt[8], dd[8];
     for (int i = 0; i < pl->steps; i++) {
@@ -247,14 +247,17 @@ static T5 INL void block_steps_512(const __m512i x2[8], const __m512 ax[16], __m
             __m512 r0, r1;
             __m512i u0 = diff_bits_512(ax[2 * k], d0, checked, &r0);
             __m512i u1 = diff_bits_512(ax[2 * k + 1], d1, checked, &r1);
-            acc = _mm512_add_ps(acc, pow_bf16_512(u0, r0, pr, checked));
-            acc = _mm512_add_ps(acc, pow_bf16_512(u1, r1, pr, checked));
+            acc = _mm512_add_ps(acc, arith ? pow_bf16_512(u0, r0, pr, checked) : _mm512_i32gather_ps(u0, pr->pow, 4));
+            acc = _mm512_add_ps(acc, arith ? pow_bf16_512(u1, r1, pr, checked) : _mm512_i32gather_ps(u1, pr->pow, 4));
         }
         ev[i] = rbf16_512(acc);
     }
 }
 
-static T5 void block_errors_512(const uint16_t *p, unsigned ng, const nvfp4_mse_plan *pl, __m512 *ev)
+/* arith: the power computed (pow_bf16_512) or gathered from the table. A
+ * gather costs about as much as the rest of an element's error on AMD Zen 5,
+ * and less than the permutes that replace it on Intel (docs/observers.md). */
+static T5 INL void block_errors_512(const uint16_t *p, unsigned ng, const nvfp4_mse_plan *pl, int arith, __m512 *ev)
 {
     __m512 ax[16];
     __m512i x2[8];
@@ -265,10 +268,15 @@ static T5 void block_errors_512(const uint16_t *p, unsigned ng, const nvfp4_mse_
     for (int k = 1; k < 16; k++)
         amax = _mm512_max_ps(amax, ax[k]);
     __m512 A = rbf16_512(_mm512_mul_ps(amax, _mm512_set1_ps(pl->expand)));
-    if (block_in_range(ax, amax, pl))
-        block_steps_512(x2, ax, A, pl, &pr, 0, ev);
+    int in_range = block_in_range(ax, amax, pl);
+    if (arith && in_range)
+        block_steps_512(x2, ax, A, pl, &pr, 0, 1, ev);
+    else if (arith)
+        block_steps_512(x2, ax, A, pl, &pr, 1, 1, ev);
+    else if (in_range)
+        block_steps_512(x2, ax, A, pl, &pr, 0, 0, ev);
     else
-        block_steps_512(x2, ax, A, pl, &pr, 1, ev);
+        block_steps_512(x2, ax, A, pl, &pr, 1, 0, ev);
 }
 
 /* err < best, strictly, step by step: each group's improvement bits (steps
@@ -301,14 +309,14 @@ static T5 void block_select_512(const __m512 *ev, unsigned ng, const nvfp4_mse_p
     }
 }
 
-static T5 void groups_512(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_plan *pl, uint64_t *mask,
-                          uint8_t *idx, uint64_t *any, float *errs)
+static T5 INL void groups_512(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_plan *pl, int arith,
+                              uint64_t *mask, uint8_t *idx, uint64_t *any, float *errs)
 {
     __m512 ev[NVFP4_MSE_MAX_STEPS];
     uint64_t acc_any = 0;
     for (uint64_t g0 = 0; g0 < ngroups; g0 += 16) {
         unsigned ng = ngroups - g0 < 16 ? (unsigned)(ngroups - g0) : 16;
-        block_errors_512(w + 16 * g0, ng, pl, ev);
+        block_errors_512(w + 16 * g0, ng, pl, arith, ev);
         if (!errs) {
             block_select_512(ev, ng, pl, mask ? mask + g0 : NULL, idx ? idx + g0 : NULL, &acc_any);
             continue;
@@ -526,10 +534,16 @@ void nvfp4_ranges_rows_avx2(const uint16_t *w, uint64_t cols, uint64_t row0, uin
                        packed + r * (cols / 2), scales + r * groups);
 }
 
-void nvfp4_mse_groups_avx512(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_plan *pl, uint64_t *mask,
-                             uint8_t *idx, uint64_t *any, float *errs)
+T5 void nvfp4_mse_groups_avx512(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_plan *pl, uint64_t *mask,
+                                uint8_t *idx, uint64_t *any, float *errs)
 {
-    groups_512(w, ngroups, pl, mask, idx, any, errs);
+    groups_512(w, ngroups, pl, 0, mask, idx, any, errs);
+}
+
+T5 void nvfp4_mse_groups_avx512_arith(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_plan *pl, uint64_t *mask,
+                                   uint8_t *idx, uint64_t *any, float *errs)
+{
+    groups_512(w, ngroups, pl, 1, mask, idx, any, errs);
 }
 
 void nvfp4_mse_groups_avx2(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_plan *pl, uint64_t *mask,

@@ -59,8 +59,12 @@ void nvfp4_mse_groups_avx2(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_
 /* Tests: how many of the 32,768 bf16 bits the AVX-512 kernel's power gets
  * other than pow_bf16 (0 when the identity above and its fallback hold). */
 int nvfp4_mse_pow_mismatches_avx512(const nvfp4_mse_plan *pl);
+/* The power gathered from pow_bf16 (avx512) or computed (avx512_arith):
+ * the same bytes; which is faster depends on the CPU (nvfp4_mse.c picks). */
 void nvfp4_mse_groups_avx512(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_plan *pl, uint64_t *mask,
                              uint8_t *idx, uint64_t *any, float *errs);
+void nvfp4_mse_groups_avx512_arith(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_plan *pl, uint64_t *mask,
+                                   uint8_t *idx, uint64_t *any, float *errs);
 
 /* nvfp4_quantize_rows_ranges for bf16 rows: the min/max kernels' scale and
  * code arithmetic (nvfp4_simd.c scales_*, codes_*) with gamax in place of
