@@ -185,23 +185,28 @@ static int avx512_arith_pays(void)
 }
 #endif
 
-/* "avx512" is the CPU's faster of "avx512-gather" and "avx512-arith" (the
- * same bytes; tests and bench-mse name them) */
-static nvfp4_mse_groups_fn groups_kernel(const char *name)
+/* "avx512" names the CPU's faster of "avx512-gather" and "avx512-arith"
+ * (the same bytes; tests and bench-mse name them), decided here once a
+ * lookup so the kernels and the search table know only the two forms */
+static const char *concrete_kernel(const char *name)
 {
 #if defined(__x86_64__)
-    if (!strncmp(name, "avx512", 6) && nvfp4_cpu_avx512_ok()) {
-        if (!strcmp(name, "avx512"))
-            return avx512_arith_pays() ? nvfp4_mse_groups_avx512_arith : nvfp4_mse_groups_avx512;
-        if (!strcmp(name, "avx512-gather"))
-            return nvfp4_mse_groups_avx512;
-        if (!strcmp(name, "avx512-arith"))
-            return nvfp4_mse_groups_avx512_arith;
-    }
+    if (!strcmp(name, "avx512"))
+        return avx512_arith_pays() ? "avx512-arith" : "avx512-gather";
+#endif
+    return name;
+}
+
+static nvfp4_mse_groups_fn groups_kernel(const char *name)
+{
+    name = concrete_kernel(name);
+#if defined(__x86_64__)
+    if (!strcmp(name, "avx512-gather") && nvfp4_cpu_avx512_ok())
+        return nvfp4_mse_groups_avx512;
+    if (!strcmp(name, "avx512-arith") && nvfp4_cpu_avx512_ok())
+        return nvfp4_mse_groups_avx512_arith;
     if (!strcmp(name, "avx2") && nvfp4_cpu_avx2_ok())
         return nvfp4_mse_groups_avx2;
-#else
-    (void)name;
 #endif
     return NULL;
 }
@@ -227,12 +232,6 @@ static void search_avx2(const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
     search_with(groups_kernel("avx2"), w, t, cols, row0, nrows, o, mask, idx, any);
 }
 
-static void search_avx512(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
-                          const nvfp4_obs *o, uint64_t *mask, uint8_t *idx, uint64_t *any)
-{
-    search_with(groups_kernel("avx512"), w, t, cols, row0, nrows, o, mask, idx, any);
-}
-
 static void search_avx512_gather(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
                                  const nvfp4_obs *o, uint64_t *mask, uint8_t *idx, uint64_t *any)
 {
@@ -251,11 +250,11 @@ nvfp4_mse_search_fn nvfp4_mse_search_by_name(const char *name)
         const char *name;
         nvfp4_mse_search_fn fn;
     } searches[] = {{"avx2", search_avx2},
-                    {"avx512", search_avx512},
                     {"avx512-gather", search_avx512_gather},
                     {"avx512-arith", search_avx512_arith}};
     if (!strcmp(name, "scalar"))
         return nvfp4_mse_search_rows;
+    name = concrete_kernel(name);
     for (size_t i = 0; i < sizeof searches / sizeof *searches; i++)
         if (!strcmp(name, searches[i].name))
             return groups_kernel(name) ? searches[i].fn : NULL;
@@ -276,7 +275,7 @@ int nvfp4_mse_pow_mismatches(const char *name)
     if (nvfp4_obs_from_name("mse", &o) || mse_plan(&o, FF_DT_BF16, &pl))
         return -1;
 #if defined(__x86_64__)
-    if (!strcmp(name, "avx512") && nvfp4_cpu_avx512_ok())
+    if (!strcmp(name, "avx512-arith") && nvfp4_cpu_avx512_ok())
         return nvfp4_mse_pow_mismatches_avx512(&pl);
 #endif
     (void)name;

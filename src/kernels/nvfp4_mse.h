@@ -74,8 +74,8 @@ int nvfp4_mse_errors_rows(const char *name, const void *w, ff_dtype t, uint64_t 
                           uint64_t nrows, const nvfp4_obs *o, float *err);
 
 /* Tests: how many of the 32,768 bf16 |d| the power of kernel NAME gets other
- * than the exact table (only "avx512" computes it); -1 when NAME does not
- * compute it or this CPU lacks it. */
+ * than the exact table (only "avx512-arith" computes it); -1 when NAME does
+ * not compute it or this CPU lacks it. */
 int nvfp4_mse_pow_mismatches(const char *name);
 
 /* The step the tensor-wide early stop ends at (inclusive), given the OR of
