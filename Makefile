@@ -48,7 +48,7 @@ FOBJ    := $(SRC:src/%.c=$(B)/fobj/%.o)
 FUZZSRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZBIN := $(FUZZSRC:tests/fuzz/%.c=$(B)/fuzz/%)
 
-.PHONY: all clean test unit golden conformance demo bench bench-kernels bench-mse cuda fuzz fuzz-build
+.PHONY: all clean test unit golden conformance demo bench bench-kernels bench-int4 bench-mse cuda fuzz fuzz-build
 all: $(B)/fp4forge
 
 $(B)/obj/%.o: src/%.c $(HDR)
@@ -131,6 +131,12 @@ bench-kernels: $(B)/bench-kernels
 
 $(B)/bench-mse: bench/mse_kernels.c $(B)/libfp4forge.a
 	$(CC) $(CFLAGS) -Isrc/kernels $< $(B)/libfp4forge.a $(LIBS) -o $@
+
+$(B)/bench-int4: bench/int4_kernel.c $(B)/libfp4forge.a
+	$(CC) $(CFLAGS) -Isrc/kernels $< $(B)/libfp4forge.a $(LIBS) -o $@
+
+bench-int4: $(B)/bench-int4
+	@$(B)/bench-int4
 
 bench-mse: $(B)/bench-mse
 	@$(B)/bench-mse

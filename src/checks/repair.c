@@ -703,6 +703,8 @@ static int write_all(rp_ctx *x, const char *in, const char *out, ff_err *e)
     if (!w)
         return e->code;
     int rc = ckpt_writer_layout(w, x->outs, x->c.ntensors, x->o->shard_size, e);
+    if (!rc)   /* blocks allocated first: the writes then only fill the cache */
+        rc = ckpt_writer_reserve(w, e);
     if (!rc)
         rc = write_tensors(x, w, e);
     /* config.json travels as it is: the format and the ignore list do not change */

@@ -156,6 +156,26 @@ static T2 inline __m128i slot_map(nvfp4_i4_cache *c, uint16_t scale, unsigned ma
     return _mm_loadu_si128((const __m128i *)sl->map);
 }
 
+/* Two groups under one scale: their block found once, each slot read as
+ * soon as it is found (the second's build may not move the first's block:
+ * a block is only taken over by new_block). */
+static T2 inline void slot_pair(nvfp4_i4_cache *c, uint16_t scale, unsigned q0, unsigned q1, nvfp4_i4_decode_fn dec,
+                                const void *ctx, uint8_t *sc, __m128i mp[2])
+{
+    uint16_t b = c->block_of[scale];
+    if (__builtin_expect(!b, 0))
+        b = new_block(c, scale);
+    nvfp4_i4_slot *s0 = &c->slot[b - 1][q0], *s1 = &c->slot[b - 1][q1];
+    if (__builtin_expect(!s0->built, 0))
+        build_slot(c, s0, scale, q0, dec, ctx);
+    sc[0] = s0->scale;
+    mp[0] = _mm_loadu_si128((const __m128i *)s0->map);
+    if (__builtin_expect(!s1->built, 0))
+        build_slot(c, s1, scale, q1, dec, ctx);
+    sc[1] = s1->scale;
+    mp[1] = _mm_loadu_si128((const __m128i *)s1->map);
+}
+
 /* Four groups (32 packed bytes) a step: each group's largest |code - 8| by
  * a shuffle and a max over its 8 bytes, its slot looked up, then its 16
  * codes mapped by one in-lane shuffle of the slot's map, two groups to a
@@ -179,16 +199,21 @@ static T2 void row_avx2(nvfp4_i4_cache *c, const uint8_t *p, const uint8_t *scal
         m = _mm256_max_epu8(m, _mm256_srli_epi64(m, 32));
         m = _mm256_max_epu8(m, _mm256_srli_epi64(m, 16));
         m = _mm256_max_epu8(m, _mm256_srli_epi64(m, 8));
+        /* each group's largest |code - 8| is its 8-byte lane's low byte:
+         * one store and four byte loads (vector extracts cost more) */
+        uint8_t mq[32] __attribute__((aligned(32)));
+        _mm256_store_si256((__m256i *)mq, m);
         /* each slot read as soon as it is found: a later group's miss may
          * take the same slot */
         __m128i mp[4];
-        mp[0] = slot_map(c, scale_of(scale_row, g, st), (unsigned)_mm256_extract_epi64(m, 0) & 15, dec, ctx, sc + g);
-        mp[1] = slot_map(c, scale_of(scale_row, g + 1, st), (unsigned)_mm256_extract_epi64(m, 1) & 15, dec, ctx,
-                         sc + g + 1);
-        mp[2] = slot_map(c, scale_of(scale_row, g + 2, st), (unsigned)_mm256_extract_epi64(m, 2) & 15, dec, ctx,
-                         sc + g + 2);
-        mp[3] = slot_map(c, scale_of(scale_row, g + 3, st), (unsigned)_mm256_extract_epi64(m, 3) & 15, dec, ctx,
-                         sc + g + 3);
+        if (st.shift >= 1) {
+            /* groups g, g + 1 (and g + 2, g + 3) share a scale: one block each pair */
+            slot_pair(c, scale_of(scale_row, g, st), mq[0] & 15, mq[8] & 15, dec, ctx, sc + g, mp);
+            slot_pair(c, scale_of(scale_row, g + 2, st), mq[16] & 15, mq[24] & 15, dec, ctx, sc + g + 2, mp + 2);
+        } else {
+            for (unsigned k = 0; k < 4; k++)
+                mp[k] = slot_map(c, scale_of(scale_row, g + k, st), mq[8 * k] & 15, dec, ctx, sc + g + k);
+        }
         /* per lane: a group's even elements' codes, then its odd elements' */
         __m256i i02 = _mm256_unpacklo_epi64(lo, hi), i13 = _mm256_unpackhi_epi64(lo, hi);
         __m256i t02 = _mm256_inserti128_si256(_mm256_castsi128_si256(mp[0]), mp[2], 1);

@@ -36,6 +36,8 @@ static int write_tensors(const ckpt *c, lora_adapter *l, ckpt_writer *w, uint64_
         memcpy(outs[i].shape, t->shape, sizeof t->shape);
     }
     int rc = ckpt_writer_layout(w, outs, c->ntensors, shard_size, e);
+    if (!rc)   /* blocks allocated first: the writes then only fill the cache */
+        rc = ckpt_writer_reserve(w, e);
     for (size_t i = 0; rc == FF_OK && i < c->ntensors; i++) {
         const ckpt_tensor *t = &c->tensors[i];
         void *buf = NULL;

@@ -5,6 +5,7 @@
  * into their scale's dtype (the source's). */
 #include "dequantize.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,9 +218,14 @@ static int build_job(const ckpt *c, dq_job *j, ff_err *e)
     return FF_OK;
 }
 
-/* A module is decoded this many bf16 bytes at a time by the pool, then
- * written, so memory holds one batch instead of the whole weight. */
+/* A module is decoded this many bf16 bytes at a time by the pool, so
+ * memory holds one batch instead of the whole weight. */
 #define DQ_BATCH (8ull << 20)
+/* A batch's tasks each thread takes: each task writes its own rows, so one
+ * thread decodes while another writes (the file takes one writer at a
+ * time); with one task a thread they decoded together, then queued to
+ * write together. */
+#define DQ_TASKS_PER_THREAD 4
 /* Kept tensors are copied in pieces, each dropped from the mapping behind. */
 #define DQ_PIECE (8ull << 20)
 
@@ -227,8 +233,13 @@ typedef struct dq_batch {
     const ckpt *c;
     const dq_module *m;
     dq_table *t;
+    ckpt_writer *w;
+    size_t out;
     uint16_t *buf;
     uint64_t row0, rows, per;   /* this batch's rows, and each task's share */
+    pthread_mutex_t mu;         /* the first failed write: */
+    int rc;
+    ff_err err;
 } dq_batch;
 
 static void batch_task(void *ctx, size_t k)
@@ -238,9 +249,17 @@ static void batch_task(void *ctx, size_t k)
     if (at >= b->rows)
         return;
     uint64_t n = b->rows - at < b->per ? b->rows - at : b->per;
+    uint16_t *rows = b->buf + at * b->m->cols;
     dq_stats st = {.first_bad = UINT64_MAX};
-    dq_decode_rows(b->c, b->m, b->t, b->row0 + at, n, NULL, b->buf + at * b->m->cols, &st);
+    dq_decode_rows(b->c, b->m, b->t, b->row0 + at, n, NULL, rows, &st);
     dq_drop_rows(b->c, b->m, b->row0 + at, n);
+    ff_err e;
+    if (ckpt_writer_put_at(b->w, b->out, (b->row0 + at) * b->m->cols * 2, rows, n * b->m->cols * 2, &e)) {
+        pthread_mutex_lock(&b->mu);
+        if (!b->rc)
+            b->rc = e.code, b->err = e;
+        pthread_mutex_unlock(&b->mu);
+    }
 }
 
 /* The global scale was checked, so a NaN/Inf comes from NaN block scales:
@@ -261,7 +280,9 @@ static int write_decoded(const ckpt *c, const dq_module *m, size_t out, ckpt_wri
     int rc = check_finite(c, m, e);
     uint64_t step = m->cols ? DQ_BATCH / (m->cols * 2) : 1;
     step = step ? step : 1;
-    dq_batch b = {.c = c, .m = m, .t = malloc(sizeof(dq_table)), .buf = malloc(step * m->cols * 2 + 2)};
+    dq_batch b = {.c = c, .m = m, .t = malloc(sizeof(dq_table)), .w = w, .out = out,
+                  .buf = malloc(step * m->cols * 2 + 2)};
+    pthread_mutex_init(&b.mu, NULL);
     if (!rc && (!b.t || !b.buf))
         rc = ff_oom(e, "out of memory decoding %s", m->module);
     if (!rc) {
@@ -269,13 +290,15 @@ static int write_decoded(const ckpt *c, const dq_module *m, size_t out, ckpt_wri
         memcpy(&gs, ckpt_data(c, m->global), sizeof gs);
         dq_table_init(b.t, gs);
     }
-    size_t tasks = (size_t)pool_threads(pool);
+    size_t tasks = (size_t)pool_threads(pool) * DQ_TASKS_PER_THREAD;
     for (b.row0 = 0; !rc && b.row0 < m->rows; b.row0 += b.rows) {
         b.rows = m->rows - b.row0 < step ? m->rows - b.row0 : step;
         b.per = (b.rows + tasks - 1) / tasks;
         pool_run(pool, tasks, batch_task, &b);
-        rc = ckpt_writer_put_at(w, out, b.row0 * m->cols * 2, b.buf, b.rows * m->cols * 2, e);
+        if (b.rc)
+            rc = b.rc, *e = b.err;
     }
+    pthread_mutex_destroy(&b.mu);
     free(b.t);
     free(b.buf);
     return rc;
@@ -376,6 +399,11 @@ int dequantize_run(const char *in, const char *out, const dequant_opts *o, ff_er
         rc = e->code;
     if (!rc)
         rc = ckpt_writer_layout(w, j.outs, j.n, o->shard_size, e);
+    /* the blocks allocated first, as quantize does: each write then only
+     * fills the page cache (docs/bench.md, "dequantize with its blocks
+     * allocated first") */
+    if (!rc)
+        rc = ckpt_writer_reserve(w, e);
     if (!rc)
         rc = write_items(&c, &j, w, o, e);
     if (!rc)

@@ -87,6 +87,28 @@ if mkdir -p "$W/mnt" && mount -t tmpfs -o size=64k tmpfs "$W/mnt" 2> /dev/null; 
             pass "fault_enospc_${pct}pct" "rc=$rc, left: none; $(head -c 110 "$W/enospc.out")"
         else fail "fault_enospc_${pct}pct" "rc=$rc, left: $rest $(tail -1 "$W/enospc.out")"; fi
     done
+    # dequantize and merge allocate their blocks first, as quantize does: the
+    # refusal comes before a byte is written. With fallocate refused (a file
+    # system without it: a preload shim here), the pool's own writes meet
+    # ENOSPC instead, and the first failure is the one reported.
+    printf '%s\n' '#define _GNU_SOURCE' '#include <errno.h>' '#include <fcntl.h>' \
+        'int fallocate(int fd, int mode, off_t off, off_t len) { (void)fd; (void)mode; (void)off; (void)len; errno = EOPNOTSUPP; return -1; }' \
+        'int fallocate64(int fd, int mode, off_t off, off_t len) { return fallocate(fd, mode, off, len); }' > "$W/nofalloc.c"
+    shim=""
+    cc -shared -fPIC -o "$W/nofalloc.so" "$W/nofalloc.c" 2> /dev/null && shim="$W/nofalloc.so"
+    kb=$(( $(du -sb "$W/big" | cut -f1) / 2 / 1024 ))
+    for how in reserved shim; do
+        [ $how = shim ] && [ -z "$shim" ] && { echo "SKIP fault_enospc_dequantize_shim (no C compiler for the shim)"; continue; }
+        mount -t tmpfs -o size=${kb}k tmpfs "$W/mnt"
+        if [ $how = shim ]; then LD_PRELOAD=$shim $FFB dequantize "$W/ref" "$W/mnt/out" --threads 2 > "$W/dq-enospc.out" 2>&1
+        else $FFB dequantize "$W/ref" "$W/mnt/out" --threads 2 > "$W/dq-enospc.out" 2>&1; fi; rc=$?
+        rest=$(ls -A "$W/mnt" | tr '\n' ' ')
+        umount "$W/mnt"
+        if [ $rc -eq 1 ] && [ "$(wc -l < "$W/dq-enospc.out")" -eq 1 ] && grep -q "No space left" "$W/dq-enospc.out" &&
+            [ -z "$rest" ]; then
+            pass "fault_enospc_dequantize_$how" "rc=$rc, left: none; $(head -c 110 "$W/dq-enospc.out")"
+        else fail "fault_enospc_dequantize_$how" "rc=$rc, left: $rest $(tail -1 "$W/dq-enospc.out")"; fi
+    done
     mount -t tmpfs -o size=1m,ro tmpfs "$W/mnt"
     $FFB quantize "$W/small" "$W/mnt/out" --no-doctor --quiet > "$W/ro.out" 2>&1; rc=$?
     rest=$(ls -A "$W/mnt" | tr '\n' ' ')
