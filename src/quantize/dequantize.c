@@ -224,8 +224,11 @@ static int build_job(const ckpt *c, dq_job *j, ff_err *e)
 /* A batch's tasks each thread takes: each task writes its own rows, so one
  * thread decodes while another writes (the file takes one writer at a
  * time); with one task a thread they decoded together, then queued to
- * write together. */
-#define DQ_TASKS_PER_THREAD 4
+ * write together. 2 threads, 2.2 GB written: 1, 2, 4, 8, 16, 32 tasks a
+ * thread (docs/bench.md) and 8 was the fastest; no task writes less than
+ * DQ_TASK_MIN_BYTES, so many threads do not cut a batch into tiny writes. */
+#define DQ_TASKS_PER_THREAD 8
+#define DQ_TASK_MIN_BYTES (256ull << 10)
 /* Kept tensors are copied in pieces, each dropped from the mapping behind. */
 #define DQ_PIECE (8ull << 20)
 
@@ -241,6 +244,15 @@ typedef struct dq_batch {
     int rc;
     ff_err err;
 } dq_batch;
+
+/* DQ_TASKS_PER_THREAD a thread, fewer where they would write less than
+ * DQ_TASK_MIN_BYTES each, never fewer than one a thread */
+static size_t batch_tasks(int threads, uint64_t bytes)
+{
+    uint64_t most = (uint64_t)threads * DQ_TASKS_PER_THREAD, by_size = bytes / DQ_TASK_MIN_BYTES;
+    uint64_t n = by_size < most ? by_size : most;
+    return (size_t)(n > (uint64_t)threads ? n : (uint64_t)threads);
+}
 
 static void batch_task(void *ctx, size_t k)
 {
@@ -290,9 +302,9 @@ static int write_decoded(const ckpt *c, const dq_module *m, size_t out, ckpt_wri
         memcpy(&gs, ckpt_data(c, m->global), sizeof gs);
         dq_table_init(b.t, gs);
     }
-    size_t tasks = (size_t)pool_threads(pool) * DQ_TASKS_PER_THREAD;
     for (b.row0 = 0; !rc && b.row0 < m->rows; b.row0 += b.rows) {
         b.rows = m->rows - b.row0 < step ? m->rows - b.row0 : step;
+        size_t tasks = batch_tasks(pool_threads(pool), b.rows * m->cols * 2);
         b.per = (b.rows + tasks - 1) / tasks;
         pool_run(pool, tasks, batch_task, &b);
         if (b.rc)
