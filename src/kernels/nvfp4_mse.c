@@ -177,7 +177,10 @@ static int mse_plan(const nvfp4_obs *o, ff_dtype t, nvfp4_mse_plan *pl)
 /* The AVX-512 search computes the power where that beats the gather: on AMD
  * (Zen 5: 1.8x, 0.585 -> 0.324 ns a group-element-step), not on Intel (the
  * H200 host's Xeon: 0.35 -> 0.50-0.54 ns, its gathers being fast and its
- * permutes on one port). docs/observers.md has the measurements. */
+ * permutes on one port). There the gather form is 40efd01's kernel: with
+ * pair compares and Veltkamp roundings around the same gather, the H100
+ * host's Xeon took 0.66-0.71 ns against 0.50-0.51 (expanded-mse).
+ * docs/observers.md has the measurements. */
 static int avx512_arith_pays(void)
 {
     __builtin_cpu_init();

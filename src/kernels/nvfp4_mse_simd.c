@@ -7,10 +7,12 @@
  * ones, and the 20 (mse) or 111 (expanded-mse) candidates give 20 and
  * 95-109 distinct scales for every bf16 max|x| mantissa, so there is no
  * repeated step to skip. What the thresholds save is the division and the
- * E2M1 rounding of every element at every step. The AVX-512 kernel also
- * computes the power instead of gathering it (a 16-lane gather cost as much
- * as the rest of an element's error) and compares two elements' bf16 bits
- * in one 16-bit compare. */
+ * E2M1 rounding of every element at every step. The AVX-512 search has two
+ * forms with the same bytes: avx512-arith computes the power instead of
+ * gathering it (on AMD a 16-lane gather cost as much as the rest of an
+ * element's error) and compares two elements' bf16 bits in one 16-bit
+ * compare; avx512-gather is 40efd01's kernel, one element a compare and the
+ * power gathered, which the lent hosts' Intel Xeons ran faster. */
 #include "nvfp4_mse_simd.h"
 
 #include <string.h>
@@ -228,9 +230,9 @@ static T5 INL int block_in_range(const __m512 ax[16], __m512 amax, const nvfp4_m
     return _mm512_reduce_min_ps(lo) >= 0x1p-38f && _mm512_reduce_max_ps(amax) < 0x1p48f;
 }
 
-/* every step's rounded error of 16 groups: ev[i] lane g */
+/* every step's rounded error of 16 groups: ev[i] lane g (the power computed) */
 static T5 INL void block_steps_512(const __m512i x2[8], const __m512 ax[16], __m512 A, const nvfp4_mse_plan *pl,
-                                   const pow_regs_512 *pr, int checked, int arith, __m512 *ev)
+                                   const pow_regs_512 *pr, int checked, __m512 *ev)
 {
     __m512i tt[8], dd[8];
     for (int i = 0; i < pl->steps; i++) {
@@ -247,9 +249,44 @@ static T5 INL void block_steps_512(const __m512i x2[8], const __m512 ax[16], __m
             __m512 r0, r1;
             __m512i u0 = diff_bits_512(ax[2 * k], d0, checked, &r0);
             __m512i u1 = diff_bits_512(ax[2 * k + 1], d1, checked, &r1);
-            acc = _mm512_add_ps(acc, arith ? pow_bf16_512(u0, r0, pr, checked) : _mm512_i32gather_ps(u0, pr->pow, 4));
-            acc = _mm512_add_ps(acc, arith ? pow_bf16_512(u1, r1, pr, checked) : _mm512_i32gather_ps(u1, pr->pow, 4));
+            acc = _mm512_add_ps(acc, pow_bf16_512(u0, r0, pr, checked));
+            acc = _mm512_add_ps(acc, pow_bf16_512(u1, r1, pr, checked));
         }
+        ev[i] = rbf16_512(acc);
+    }
+}
+
+/* one element's error at one step, 40efd01's way: d = D[code] by f32
+ * compares (nested masks, the last passed threshold wins), |R(|x| - d)|
+ * rounded on the bits, its power gathered from the table */
+static T5 INL __m512 elem_error_gather_512(__m512 a, const __m512 *t, const __m512 *d, const float *pow)
+{
+    __m512 q = d[0];
+#pragma GCC unroll 7
+    for (int j = 1; j < 8; j++)
+        q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[j], j % 2 ? _CMP_GT_OQ : _CMP_GE_OQ), d[j]);
+    __m512 r;
+    return _mm512_i32gather_ps(diff_bits_512(a, q, 1, &r), pow, 4);
+}
+
+/* block_steps_512 with the power gathered and one element a compare: on
+ * the lent hosts' Intel Xeons this was faster than the pair compares and
+ * Veltkamp roundings with the same gather (docs/observers.md) */
+static T5 INL void block_steps_gather_512(const __m512 ax[16], __m512 A, const nvfp4_mse_plan *pl, const float *pow,
+                                          __m512 *ev)
+{
+    __m512 t[8], d[8];
+    for (int i = 0; i < pl->steps; i++) {
+        __m512 c = rbf16_512(_mm512_mul_ps(A, _mm512_set1_ps(pl->p[i])));
+        __m512 s = rbf16_512(_mm512_div_ps(c, _mm512_set1_ps(NVFP4_FP4_MAX)));
+        s = _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, _mm512_setzero_ps(), _CMP_EQ_OQ), _mm512_set1_ps(BF16_EPS));
+        for (int j = 0; j < 8; j++) {
+            t[j] = _mm512_mul_ps(s, _mm512_set1_ps(mse_mid[j]));
+            d[j] = rbf16_512(_mm512_mul_ps(s, _mm512_set1_ps(mse_q[j])));   /* R(0 * inf) is NaN too */
+        }
+        __m512 acc = _mm512_setzero_ps();
+        for (int k = 0; k < 16; k++)
+            acc = _mm512_add_ps(acc, elem_error_gather_512(ax[k], t, d, pow));
         ev[i] = rbf16_512(acc);
     }
 }
@@ -268,15 +305,12 @@ static T5 INL void block_errors_512(const uint16_t *p, unsigned ng, const nvfp4_
     for (int k = 1; k < 16; k++)
         amax = _mm512_max_ps(amax, ax[k]);
     __m512 A = rbf16_512(_mm512_mul_ps(amax, _mm512_set1_ps(pl->expand)));
-    int in_range = block_in_range(ax, amax, pl);
-    if (arith && in_range)
-        block_steps_512(x2, ax, A, pl, &pr, 0, 1, ev);
-    else if (arith)
-        block_steps_512(x2, ax, A, pl, &pr, 1, 1, ev);
-    else if (in_range)
-        block_steps_512(x2, ax, A, pl, &pr, 0, 0, ev);
+    if (!arith)
+        block_steps_gather_512(ax, A, pl, pl->pow, ev);
+    else if (block_in_range(ax, amax, pl))
+        block_steps_512(x2, ax, A, pl, &pr, 0, ev);
     else
-        block_steps_512(x2, ax, A, pl, &pr, 1, 0, ev);
+        block_steps_512(x2, ax, A, pl, &pr, 1, ev);
 }
 
 /* err < best, strictly, step by step: each group's improvement bits (steps
