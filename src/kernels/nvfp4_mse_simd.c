@@ -262,9 +262,13 @@ static T5 INL void block_steps_512(const __m512i x2[8], const __m512 ax[16], __m
 static T5 INL __m512 elem_error_gather_512(__m512 a, const __m512 *t, const __m512 *d, const float *pow)
 {
     __m512 q = d[0];
-#pragma GCC unroll 7
-    for (int j = 1; j < 8; j++)
-        q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[j], j % 2 ? _CMP_GT_OQ : _CMP_GE_OQ), d[j]);
+    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[1], _CMP_GT_OQ), d[1]);
+    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[2], _CMP_GE_OQ), d[2]);
+    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[3], _CMP_GT_OQ), d[3]);
+    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[4], _CMP_GE_OQ), d[4]);
+    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[5], _CMP_GT_OQ), d[5]);
+    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[6], _CMP_GE_OQ), d[6]);
+    q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(a, t[7], _CMP_GT_OQ), d[7]);
     __m512 r;
     return _mm512_i32gather_ps(diff_bits_512(a, q, 1, &r), pow, 4);
 }
