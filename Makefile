@@ -123,16 +123,16 @@ bench: $(B)/fp4forge
 	@bash bench/run
 
 # Each kernel alone, one core, bytes checked against the scalar kernel.
-$(B)/bench-kernels: bench/kernels.c $(B)/libfp4forge.a
+$(B)/bench-kernels: bench/kernels.c bench/bench_clock.h $(B)/libfp4forge.a
 	$(CC) $(CFLAGS) -Isrc/kernels $< $(B)/libfp4forge.a $(LIBS) -o $@
 
 bench-kernels: $(B)/bench-kernels
 	@$(B)/bench-kernels
 
-$(B)/bench-mse: bench/mse_kernels.c $(B)/libfp4forge.a
+$(B)/bench-mse: bench/mse_kernels.c bench/bench_clock.h $(B)/libfp4forge.a
 	$(CC) $(CFLAGS) -Isrc/kernels $< $(B)/libfp4forge.a $(LIBS) -o $@
 
-$(B)/bench-int4: bench/int4_kernel.c $(B)/libfp4forge.a
+$(B)/bench-int4: bench/int4_kernel.c bench/bench_clock.h $(B)/libfp4forge.a
 	$(CC) $(CFLAGS) -Isrc/kernels $< $(B)/libfp4forge.a $(LIBS) -o $@
 
 bench-int4: $(B)/bench-int4

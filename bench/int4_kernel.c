@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_clock.h"
 #include "nvfp4.h"
 #include "nvfp4_int4_rows.h"
 #include "nvfp4_simd.h"
@@ -19,13 +19,6 @@
 #define ROWS 2048
 #define COLS 7168
 #define GROUP 32
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint64_t next(uint64_t *r)
 {
@@ -83,10 +76,10 @@ int main(void)
     nvfp4_i4_cache_init(cache);
     double best = 1e9;
     for (int rep = 0; rep < REPS; rep++) {
-        double t0 = now();
+        double t0 = bench_now();
         nvfp4_quantize_i4_rows(codes, COLS / 2, (const uint8_t *)scales, COLS / GROUP * 2, GROUP, COLS, ROWS, gs,
                                decode, NULL, cache, pk, sc);
-        best = fmin(best, now() - t0);
+        best = fmin(best, bench_now() - t0);
     }
     int same = !memcmp(pk, pk0, n / 2) && !memcmp(sc, sc0, n / 16);
     printf("int4 group %d  %6.3f s  %5.3f ns a 16-group  %6.2f GB/s of NVFP4 out per core  %s\n", GROUP, best,

@@ -7,20 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <math.h>
 
 #define REPS 5
 
+#include "bench_clock.h"
 #include "nvfp4.h"
 #include "nvfp4_simd.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int main(void)
 {
@@ -39,9 +32,9 @@ int main(void)
     memset(p0, 0, n / 2), memset(s0, 0, n / 16), memset(p1, 0, n / 2), memset(s1, 0, n / 16);
     double best = 1e9;
     for (int rep = 0; rep < REPS; rep++) {
-        double t0 = now();
+        double t0 = bench_now();
         nvfp4_absmax_fast(w, FF_DT_BF16, n, &amax, &bad);
-        best = fmin(best, now() - t0);
+        best = fmin(best, bench_now() - t0);
     }
     printf("%-7s %6.3f s  %6.2f GB/s bf16 per core  (the read every quantize makes)\n", "absmax", best, n * 2 / 1e9 / best);
     const char *names[] = {"scalar", "avx2", "avx512"};
@@ -53,9 +46,9 @@ int main(void)
         }
         best = 1e9;
         for (int rep = 0; rep < (k ? REPS : 1); rep++) {
-            double t0 = now();
+            double t0 = bench_now();
             fn(w, FF_DT_BF16, cols, 0, rows, gs, k ? p1 : p0, k ? s1 : s0);
-            best = fmin(best, now() - t0);
+            best = fmin(best, bench_now() - t0);
         }
         int same = !k || (!memcmp(p0, p1, n / 2) && !memcmp(s0, s1, n / 16));
         printf("%-7s %6.3f s  %6.2f GB/s bf16 per core  %s\n", names[k], best, n * 2 / 1e9 / best,

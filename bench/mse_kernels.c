@@ -8,18 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_clock.h"
 #include "nvfp4_mse.h"
 
 #define REPS 5
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static double uniform(uint64_t *r)
 {
@@ -45,9 +38,9 @@ static double time_search(nvfp4_mse_search_fn fn, const uint16_t *w, uint64_t ro
     double best = 1e9;
     for (int rep = 0; rep < reps; rep++) {
         uint64_t any = 0;
-        double t0 = now();
+        double t0 = bench_now();
         fn(w, FF_DT_BF16, cols, 0, rows, o, mask, idx, &any);
-        best = fmin(best, now() - t0);
+        best = fmin(best, bench_now() - t0);
     }
     return best;
 }

@@ -65,16 +65,27 @@ __attribute__((noinline, cold)) static uint16_t new_block(nvfp4_i4_cache *c, uin
     return (uint16_t)(b + 1);
 }
 
-static const nvfp4_i4_slot *lookup(nvfp4_i4_cache *c, uint16_t scale, unsigned maxq, nvfp4_i4_decode_fn dec,
-                                   const void *ctx)
+/* scale's block + 1, taken now if it has none */
+static uint16_t block_for(nvfp4_i4_cache *c, uint16_t scale)
 {
     uint16_t b = c->block_of[scale];
-    if (__builtin_expect(!b, 0))
-        b = new_block(c, scale);
+    return __builtin_expect(!b, 0) ? new_block(c, scale) : b;
+}
+
+/* slot maxq of block b (scale's), built the first time it is asked */
+static const nvfp4_i4_slot *slot_in(nvfp4_i4_cache *c, uint16_t b, uint16_t scale, unsigned maxq,
+                                    nvfp4_i4_decode_fn dec, const void *ctx)
+{
     nvfp4_i4_slot *sl = &c->slot[b - 1][maxq];
     if (__builtin_expect(!sl->built, 0))
         build_slot(c, sl, scale, maxq, dec, ctx);
     return sl;
+}
+
+static const nvfp4_i4_slot *lookup(nvfp4_i4_cache *c, uint16_t scale, unsigned maxq, nvfp4_i4_decode_fn dec,
+                                   const void *ctx)
+{
+    return slot_in(c, block_for(c, scale), scale, maxq, dec, ctx);
 }
 
 /* Which scale a group takes: a shift when the groups a scale covers are a
@@ -162,16 +173,11 @@ static T2 inline __m128i slot_map(nvfp4_i4_cache *c, uint16_t scale, unsigned ma
 static T2 inline void slot_pair(nvfp4_i4_cache *c, uint16_t scale, unsigned q0, unsigned q1, nvfp4_i4_decode_fn dec,
                                 const void *ctx, uint8_t *sc, __m128i mp[2])
 {
-    uint16_t b = c->block_of[scale];
-    if (__builtin_expect(!b, 0))
-        b = new_block(c, scale);
-    nvfp4_i4_slot *s0 = &c->slot[b - 1][q0], *s1 = &c->slot[b - 1][q1];
-    if (__builtin_expect(!s0->built, 0))
-        build_slot(c, s0, scale, q0, dec, ctx);
+    uint16_t b = block_for(c, scale);
+    const nvfp4_i4_slot *s0 = slot_in(c, b, scale, q0, dec, ctx);
     sc[0] = s0->scale;
     mp[0] = _mm_loadu_si128((const __m128i *)s0->map);
-    if (__builtin_expect(!s1->built, 0))
-        build_slot(c, s1, scale, q1, dec, ctx);
+    const nvfp4_i4_slot *s1 = slot_in(c, b, scale, q1, dec, ctx);
     sc[1] = s1->scale;
     mp[1] = _mm_loadu_si128((const __m128i *)s1->map);
 }

@@ -230,15 +230,21 @@ static T5 INL int block_in_range(const __m512 ax[16], __m512 amax, const nvfp4_m
     return _mm512_reduce_min_ps(lo) >= 0x1p-38f && _mm512_reduce_max_ps(amax) < 0x1p48f;
 }
 
+/* step p's local scale R(R(A * p) / 6), a zero one made bf16's eps */
+static T5 INL __m512 step_scale_512(__m512 A, float p)
+{
+    __m512 c = rbf16_512(_mm512_mul_ps(A, _mm512_set1_ps(p)));
+    __m512 s = rbf16_512(_mm512_div_ps(c, _mm512_set1_ps(NVFP4_FP4_MAX)));
+    return _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, _mm512_setzero_ps(), _CMP_EQ_OQ), _mm512_set1_ps(BF16_EPS));
+}
+
 /* every step's rounded error of 16 groups: ev[i] lane g (the power computed) */
 static T5 INL void block_steps_512(const __m512i x2[8], const __m512 ax[16], __m512 A, const nvfp4_mse_plan *pl,
                                    const pow_regs_512 *pr, int checked, __m512 *ev)
 {
     __m512i tt[8], dd[8];
     for (int i = 0; i < pl->steps; i++) {
-        __m512 c = rbf16_512(_mm512_mul_ps(A, _mm512_set1_ps(pl->p[i])));
-        __m512 s = rbf16_512(_mm512_div_ps(c, _mm512_set1_ps(NVFP4_FP4_MAX)));
-        s = _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, _mm512_setzero_ps(), _CMP_EQ_OQ), _mm512_set1_ps(BF16_EPS));
+        __m512 s = step_scale_512(A, pl->p[i]);
         step_tables_512(s, tt, dd);
         __m512 acc = _mm512_setzero_ps();
 #pragma GCC unroll 8
@@ -281,9 +287,7 @@ static T5 INL void block_steps_gather_512(const __m512 ax[16], __m512 A, const n
 {
     __m512 t[8], d[8];
     for (int i = 0; i < pl->steps; i++) {
-        __m512 c = rbf16_512(_mm512_mul_ps(A, _mm512_set1_ps(pl->p[i])));
-        __m512 s = rbf16_512(_mm512_div_ps(c, _mm512_set1_ps(NVFP4_FP4_MAX)));
-        s = _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, _mm512_setzero_ps(), _CMP_EQ_OQ), _mm512_set1_ps(BF16_EPS));
+        __m512 s = step_scale_512(A, pl->p[i]);
         for (int j = 0; j < 8; j++) {
             t[j] = _mm512_mul_ps(s, _mm512_set1_ps(mse_mid[j]));
             d[j] = rbf16_512(_mm512_mul_ps(s, _mm512_set1_ps(mse_q[j])));   /* R(0 * inf) is NaN too */
@@ -302,16 +306,18 @@ static T5 INL void block_errors_512(const uint16_t *p, unsigned ng, const nvfp4_
 {
     __m512 ax[16];
     __m512i x2[8];
-    pow_regs_512 pr;
-    pow_regs_load_512(pl, &pr);
     load_groups_512(p, ng, x2, ax);
     __m512 amax = ax[0];
     for (int k = 1; k < 16; k++)
         amax = _mm512_max_ps(amax, ax[k]);
     __m512 A = rbf16_512(_mm512_mul_ps(amax, _mm512_set1_ps(pl->expand)));
-    if (!arith)
+    if (!arith) {
         block_steps_gather_512(ax, A, pl, pl->pow, ev);
-    else if (block_in_range(ax, amax, pl))
+        return;
+    }
+    pow_regs_512 pr;
+    pow_regs_load_512(pl, &pr);
+    if (block_in_range(ax, amax, pl))
         block_steps_512(x2, ax, A, pl, &pr, 0, ev);
     else
         block_steps_512(x2, ax, A, pl, &pr, 1, ev);

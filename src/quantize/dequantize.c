@@ -224,8 +224,8 @@ static int build_job(const ckpt *c, dq_job *j, ff_err *e)
 /* A batch's tasks each thread takes: each task writes its own rows, so one
  * thread decodes while another writes (the file takes one writer at a
  * time); with one task a thread they decoded together, then queued to
- * write together. 2 threads, 2.2 GB written: 1, 2, 4, 8, 16, 32 tasks a
- * thread (docs/bench.md) and 8 was the fastest; no task writes less than
+ * write together. 2 threads, 2.2 GB written: of 2, 4, 8, 16 and 32 tasks a
+ * thread (docs/bench.md) 8 was the fastest; no task writes less than
  * DQ_TASK_MIN_BYTES, so many threads do not cut a batch into tiny writes. */
 #define DQ_TASKS_PER_THREAD 8
 #define DQ_TASK_MIN_BYTES (256ull << 10)
@@ -412,8 +412,8 @@ int dequantize_run(const char *in, const char *out, const dequant_opts *o, ff_er
     if (!rc)
         rc = ckpt_writer_layout(w, j.outs, j.n, o->shard_size, e);
     /* the blocks allocated first, as quantize does: each write then only
-     * fills the page cache (docs/bench.md, "dequantize with its blocks
-     * allocated first") */
+     * fills the page cache (docs/bench.md, "Every writer allocates its
+     * blocks first") */
     if (!rc)
         rc = ckpt_writer_reserve(w, e);
     if (!rc)
