@@ -48,7 +48,7 @@ FOBJ    := $(SRC:src/%.c=$(B)/fobj/%.o)
 FUZZSRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZBIN := $(FUZZSRC:tests/fuzz/%.c=$(B)/fuzz/%)
 
-.PHONY: all clean test unit golden conformance demo bench bench-kernels bench-int4 bench-mse cuda fuzz fuzz-build
+.PHONY: all clean test unit golden conformance demo bench bench-kernels bench-int4 bench-code-rows bench-mse cuda fuzz fuzz-build
 all: $(B)/fp4forge
 
 $(B)/obj/%.o: src/%.c $(HDR)
@@ -137,6 +137,12 @@ $(B)/bench-int4: bench/int4_kernel.c bench/bench_clock.h $(B)/libfp4forge.a
 
 bench-int4: $(B)/bench-int4
 	@$(B)/bench-int4
+
+$(B)/bench-code-rows: bench/code_rows.c bench/bench_clock.h $(B)/libfp4forge.a
+	$(CC) $(CFLAGS) -Isrc/kernels $< $(B)/libfp4forge.a $(LIBS) -o $@
+
+bench-code-rows: $(B)/bench-code-rows
+	@$(B)/bench-code-rows
 
 bench-mse: $(B)/bench-mse
 	@$(B)/bench-mse

@@ -32,6 +32,7 @@ typedef struct code_edges {
 
 typedef struct block_cache {
     code_edges e[128];
+    uint16_t mag16[128];   /* mag[c] >> 16, for the AVX-512 carry's compares */
     uint8_t built[128];
     /* the scale code of a group whose largest magnitude code is c: a
      * function of the block and c alone, so found once per block for all
@@ -115,15 +116,22 @@ static T2 INL __m128i group_max8(const __m256i *m)
     return _mm_unpacklo_epi8(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
 }
 
-/* Two groups' codes (their bytes a, magnitudes m) against their edges. */
+/* Two groups' codes (their bytes a, magnitudes m) against their edges.
+ * The count of c[0..6] that m passes is a binary search, the edges being
+ * sorted: c[3] decides 4, then c[1] or c[5] decides 2, then c[0], c[2],
+ * c[4] or c[6] decides 1, each edge fetched by the bits found so far. Three
+ * compares and their shuffles instead of seven. */
 static T2 INL __m256i codes32(__m256i a, __m256i m, const code_edges *lo, const code_edges *hi)
 {
     __m256i e = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)lo)),
                                         _mm_loadl_epi64((const __m128i *)hi), 1);
-    __m256i below = _mm256_setzero_si256();
-#pragma GCC unroll 7
-    for (int k = 0; k < 7; k++)
-        below = _mm256_sub_epi8(below, _mm256_cmpgt_epi8(m, _mm256_shuffle_epi8(e, _mm256_set1_epi8((char)k))));
+    __m256i four = _mm256_and_si256(_mm256_cmpgt_epi8(m, _mm256_shuffle_epi8(e, _mm256_set1_epi8(3))),
+                                    _mm256_set1_epi8(4));
+    __m256i two = _mm256_and_si256(
+        _mm256_cmpgt_epi8(m, _mm256_shuffle_epi8(e, _mm256_or_si256(four, _mm256_set1_epi8(1)))),
+        _mm256_set1_epi8(2));
+    __m256i upper = _mm256_or_si256(four, two);
+    __m256i below = _mm256_sub_epi8(upper, _mm256_cmpgt_epi8(m, _mm256_shuffle_epi8(e, upper)));
     __m256i nonzero = _mm256_cmpgt_epi8(m, _mm256_shuffle_epi8(e, _mm256_set1_epi8(7)));
     __m256i neg = _mm256_cmpgt_epi8(_mm256_setzero_si256(), a);
     return _mm256_or_si256(below, _mm256_and_si256(_mm256_and_si256(neg, nonzero), _mm256_set1_epi8(8)));
@@ -261,15 +269,209 @@ static T2 int code_rows_256(const uint8_t *codes, uint64_t cols, uint64_t nrows,
     return nan != 0;
 }
 
+/* ---- AVX-512 (BW, VBMI): a block's eight groups in two registers --------
+ * The same decisions with a block in two 64-byte registers: the eight
+ * largest codes looked up in the block's scale table by one byte permute,
+ * the eight groups' edges fetched by one gather, every per-byte choice a
+ * mask. An edge table entry not yet built holds 0x80 in every byte, a value
+ * no edge takes (-1..126), so the gather itself says when to carry. */
+#define T5 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx2,fma,f16c")))
+#define UNBUILT 0x80
+
+/* Byte g of the result (g < 8) is the largest magnitude of group g; m0
+ * holds groups 0-3, m1 groups 4-7, one a 128-bit lane. */
+static T5 INL __m512i group_max8_512(__m512i m0, __m512i m1)
+{
+    __m512i t = _mm512_max_epu8(_mm512_unpacklo_epi8(m0, m1), _mm512_unpackhi_epi8(m0, m1));
+    t = _mm512_max_epu8(t, _mm512_bsrli_epi128(t, 8));
+    t = _mm512_max_epu8(t, _mm512_bsrli_epi128(t, 4));
+    t = _mm512_max_epu8(t, _mm512_bsrli_epi128(t, 2));
+    /* lane L's bytes 0 and 1 now hold groups L and L + 4 */
+    const __m512i order = _mm512_set_epi64(0, 0, 0, 0, 0, 0, 0, 0x3121110130201000);
+    return _mm512_permutexvar_epi8(order, t);
+}
+
+/* Four groups' codes (bytes a, magnitudes m; their edges e, one group a
+ * lane, in its low 8 bytes), as codes32's search with masks. */
+static T5 INL __m512i codes64(__m512i a, __m512i m, __m512i e)
+{
+    __m512i four = _mm512_maskz_mov_epi8(_mm512_cmpgt_epi8_mask(m, _mm512_shuffle_epi8(e, _mm512_set1_epi8(3))),
+                                         _mm512_set1_epi8(4));
+    __mmask64 k2 = _mm512_cmpgt_epi8_mask(m, _mm512_shuffle_epi8(e, _mm512_or_si512(four, _mm512_set1_epi8(1))));
+    __m512i upper = _mm512_mask_add_epi8(four, k2, four, _mm512_set1_epi8(2));
+    __mmask64 k1 = _mm512_cmpgt_epi8_mask(m, _mm512_shuffle_epi8(e, upper));
+    __m512i below = _mm512_mask_add_epi8(upper, k1, upper, _mm512_set1_epi8(1));
+    __mmask64 neg_nonzero =
+        _mm512_mask_cmpgt_epi8_mask(_mm512_movepi8_mask(a), m, _mm512_shuffle_epi8(e, _mm512_set1_epi8(7)));
+    return _mm512_mask_add_epi8(below, neg_nonzero, below, _mm512_set1_epi8(8));
+}
+
+/* The 64 bytes of edges of the eight groups whose scale codes are the low
+ * 8 bytes of sc: eight loads (a gather took a quarter of the kernel's time
+ * on Zen 5). */
+static T5 INL __m512i gather_edges(const block_cache *bc, __m128i sc)
+{
+    uint64_t keys = (uint64_t)_mm_cvtsi128_si64(sc);
+    __m128i e[GROUPS_PER_BLOCK / 2];
+#pragma GCC unroll 4
+    for (int i = 0; i < GROUPS_PER_BLOCK / 2; i++)
+        e[i] = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)&bc->e[keys >> 16 * i & 0x7f]),
+                                  _mm_loadl_epi64((const __m128i *)&bc->e[keys >> (16 * i + 8) & 0x7f]));
+    __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(e[0]), e[1], 1);
+    __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(e[2]), e[3], 1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* carry_edges's tables for the n keys, each edge found by counting the
+ * codes at or below it (mag being sorted, the count is the last such code
+ * plus one): four compares of the block's 127 magnitudes an edge. */
+__attribute__((cold, noinline)) static T5 void carry_edges_512(nvfp4_thr_table *tt, block_cache *bc,
+                                                               const int32_t *keys, unsigned n)
+{
+    nvfp4_thr_build_codes(tt, keys, n);
+    __m512i mag[4];
+    for (int i = 0; i < 4; i++)
+        mag[i] = _mm512_loadu_si512(bc->mag16 + 32 * i);
+    for (unsigned g = 0; g < n; g++) {
+        unsigned key = (unsigned)keys[g];
+        if (bc->built[key])
+            continue;
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            __m512i edge = _mm512_set1_epi16((short)(tt->code[key].edge[k] & 0xffff));
+            int count = __builtin_popcount(_mm512_cmple_epu16_mask(mag[0], edge)) +
+                        __builtin_popcount(_mm512_cmple_epu16_mask(mag[1], edge)) +
+                        __builtin_popcount(_mm512_cmple_epu16_mask(mag[2], edge)) +
+                        __builtin_popcount(_mm512_mask_cmple_epu16_mask(0x7fffffffu, mag[3], edge));   /* not 127 */
+            bc->e[key].c[k] = (int8_t)(count - 1);
+        }
+        bc->built[key] = 1;
+    }
+}
+
+/* Phase one for a block: its scale bytes to sc and its groups' edges, the
+ * edges carried first where a scale code is new to the block. */
+static T5 INL __m512i block_scales_512(const uint8_t *p, const nvfp4_code_block *blk, nvfp4_thr_table *tt,
+                                       block_cache *bc, uint8_t *sc, __mmask64 *nan)
+{
+    __m512i m0 = _mm512_and_si512(_mm512_loadu_si512(p), _mm512_set1_epi8(0x7f));
+    __m512i m1 = _mm512_and_si512(_mm512_loadu_si512(p + 64), _mm512_set1_epi8(0x7f));
+    __m512i top = group_max8_512(m0, m1);
+    *nan |= _mm512_mask_cmpeq_epi8_mask(0xff, top, _mm512_set1_epi8(NAN_MAG));
+    __m128i code = _mm512_castsi512_si128(
+        _mm512_permutex2var_epi8(_mm512_loadu_si512(bc->scale), top, _mm512_loadu_si512(bc->scale + 64)));
+    _mm_storel_epi64((__m128i *)sc, code);
+    __m512i e = gather_edges(bc, code);
+    if (__builtin_expect(_mm512_cmpeq_epi8_mask(e, _mm512_set1_epi8((char)UNBUILT)) != 0, 0)) {
+        int32_t key[GROUPS_PER_BLOCK];
+        _mm256_storeu_si256((__m256i *)key, _mm256_cvtepu8_epi32(_mm_and_si128(code, _mm_set1_epi8(0x7f))));
+        carry_edges_512(tt, bc, key, GROUPS_PER_BLOCK);
+        e = gather_edges(bc, code);
+    }
+    return e;
+}
+
+/* Phase two: the block's 64 packed bytes from its codes and edges. */
+static T5 INL void block_codes_512(const uint8_t *p, uint8_t flip, __m512i e, uint8_t *pk)
+{
+    const __m512i nib = _mm512_set1_epi16(0x1001);
+    __m512i a0 = _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_set1_epi8((char)flip));
+    __m512i a1 = _mm512_xor_si512(_mm512_loadu_si512(p + 64), _mm512_set1_epi8((char)flip));
+    __m512i m0 = _mm512_and_si512(a0, _mm512_set1_epi8(0x7f)), m1 = _mm512_and_si512(a1, _mm512_set1_epi8(0x7f));
+    __m512i c0 = codes64(a0, m0, _mm512_permutexvar_epi64(_mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0), e));
+    __m512i c1 = codes64(a1, m1, _mm512_permutexvar_epi64(_mm512_set_epi64(7, 7, 6, 6, 5, 5, 4, 4), e));
+    /* lane L: group L's 8 bytes, then group L + 4's */
+    __m512i packed = _mm512_packus_epi16(_mm512_maddubs_epi16(c0, nib), _mm512_maddubs_epi16(c1, nib));
+    _mm512_storeu_si512(pk, _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), packed));
+}
+
+static T5 INL void chunk_blocks_512(const uint8_t *p, unsigned nb, const nvfp4_code_block *blk,
+                                    nvfp4_thr_table *tt, block_cache *bc, uint8_t *pk, uint8_t *sc,
+                                    __mmask64 *nan)
+{
+    __m512i e[CHUNK_BLOCKS];
+    for (unsigned b = 0; b < nb; b++) {
+        const uint8_t *q = p + b * NVFP4_CODE_BLOCK;
+        _mm_prefetch((const char *)((uintptr_t)q + PREFETCH_AHEAD), _MM_HINT_T0);
+        _mm_prefetch((const char *)((uintptr_t)q + PREFETCH_AHEAD + 64), _MM_HINT_T0);
+        e[b] = block_scales_512(q, &blk[b], tt, &bc[b], sc + b * GROUPS_PER_BLOCK, nan);
+    }
+    for (unsigned b = 0; b < nb; b++)
+        block_codes_512(p + b * NVFP4_CODE_BLOCK, blk[b].flip, e[b], pk + b * NVFP4_CODE_BLOCK / 2);
+}
+
+static T5 void short_block_512(const uint8_t *p, unsigned ng, const nvfp4_code_block *blk, nvfp4_thr_table *tt,
+                               block_cache *bc, uint8_t *pk, uint8_t *sc, __mmask64 *nan)
+{
+    uint8_t in[NVFP4_CODE_BLOCK] = {0}, packed[NVFP4_CODE_BLOCK / 2], scales[GROUPS_PER_BLOCK];
+    memcpy(in, p, ng * NVFP4_GROUP);
+    chunk_blocks_512(in, 1, blk, tt, bc, packed, scales, nan);
+    memcpy(pk, packed, ng * NVFP4_GROUP / 2);
+    memcpy(sc, scales, ng);
+}
+
+static T5 int code_rows_512(const uint8_t *codes, uint64_t cols, uint64_t nrows, const nvfp4_code_block *blocks,
+                            float gs, block_cache *bc, uint8_t *packed, uint8_t *scales)
+{
+    uint64_t groups = cols / NVFP4_GROUP, whole = cols / NVFP4_CODE_BLOCK;
+    __m256 gsv = _mm256_set1_ps(gs);
+    __mmask64 nan = 0;
+    nvfp4_thr_table tt;
+    nvfp4_thr_init(&tt, gs);
+    for (uint64_t b = 0; b < (cols + NVFP4_CODE_BLOCK - 1) / NVFP4_CODE_BLOCK; b++) {
+        memset(bc[b].built, 0, sizeof bc[b].built);
+        memset(bc[b].e, UNBUILT, sizeof bc[b].e);
+        block_scale_table(&blocks[b], gsv, bc[b].scale);
+        for (int c = 0; c < 128; c += 16)
+            _mm256_storeu_si256((__m256i *)(bc[b].mag16 + c),
+                                _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_loadu_si512(blocks[b].mag + c), 16)));
+    }
+    for (uint64_t r = 0; r < nrows; r++) {
+        const uint8_t *row = codes + r * cols;
+        uint8_t *pk = packed + r * (cols / 2), *sc = scales + r * groups;
+        for (uint64_t b = 0; b < whole; b += CHUNK_BLOCKS) {
+            unsigned nb = whole - b < CHUNK_BLOCKS ? (unsigned)(whole - b) : CHUNK_BLOCKS;
+            chunk_blocks_512(row + b * NVFP4_CODE_BLOCK, nb, &blocks[b], &tt, &bc[b],
+                             pk + b * NVFP4_CODE_BLOCK / 2, sc + b * GROUPS_PER_BLOCK, &nan);
+        }
+        uint64_t g0 = whole * GROUPS_PER_BLOCK;
+        if (g0 < groups)
+            short_block_512(row + g0 * NVFP4_GROUP, (unsigned)(groups - g0), &blocks[whole], &tt, &bc[whole],
+                            pk + g0 * 8, sc + g0, &nan);
+    }
+    return nan != 0;
+}
+
+static int cpu_512_ok(void)
+{
+    __builtin_cpu_init();
+    return nvfp4_cpu_avx512_ok() && __builtin_cpu_supports("avx512vbmi");
+}
+
 int nvfp4_code_rows_ok(void)
 {
     return nvfp4_cpu_avx2_ok();
 }
 
+int nvfp4_code_rows_width_ok(int width)
+{
+    return width == 256 ? nvfp4_cpu_avx2_ok() : width == 512 && cpu_512_ok();
+}
+
+int nvfp4_quantize_code_rows_width(int width, const uint8_t *codes, uint64_t cols, uint64_t nrows,
+                                   const nvfp4_code_block *blocks, float gs, void *work, uint8_t *packed,
+                                   uint8_t *scales)
+{
+    if (width == 512)
+        return code_rows_512(codes, cols, nrows, blocks, gs, work, packed, scales);
+    return code_rows_256(codes, cols, nrows, blocks, gs, work, packed, scales);
+}
+
 int nvfp4_quantize_code_rows(const uint8_t *codes, uint64_t cols, uint64_t nrows, const nvfp4_code_block *blocks,
                              float gs, void *work, uint8_t *packed, uint8_t *scales)
 {
-    return code_rows_256(codes, cols, nrows, blocks, gs, work, packed, scales);
+    return nvfp4_quantize_code_rows_width(cpu_512_ok() ? 512 : 256, codes, cols, nrows, blocks, gs, work, packed,
+                                          scales);
 }
 #else
 int nvfp4_code_rows_ok(void)
@@ -282,6 +484,20 @@ int nvfp4_quantize_code_rows(const uint8_t *codes, uint64_t cols, uint64_t nrows
 {
     (void)codes, (void)cols, (void)nrows, (void)blocks, (void)gs, (void)work, (void)packed, (void)scales;
     return 1;
+}
+
+int nvfp4_code_rows_width_ok(int width)
+{
+    (void)width;
+    return 0;
+}
+
+int nvfp4_quantize_code_rows_width(int width, const uint8_t *codes, uint64_t cols, uint64_t nrows,
+                                   const nvfp4_code_block *blocks, float gs, void *work, uint8_t *packed,
+                                   uint8_t *scales)
+{
+    (void)width;
+    return nvfp4_quantize_code_rows(codes, cols, nrows, blocks, gs, work, packed, scales);
 }
 #endif
 

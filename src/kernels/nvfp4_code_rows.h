@@ -40,4 +40,14 @@ size_t nvfp4_code_rows_work(uint64_t cols);
 int nvfp4_quantize_code_rows(const uint8_t *codes, uint64_t cols, uint64_t nrows, const nvfp4_code_block *blocks,
                              float gs, void *work, uint8_t *packed, uint8_t *scales);
 
+/* 1 when this CPU runs the kernel at `width` bits: 256 (AVX2) or 512
+ * (AVX-512BW, the default where it runs). */
+int nvfp4_code_rows_width_ok(int width);
+
+/* nvfp4_quantize_code_rows at a width nvfp4_code_rows_width_ok allows: the
+ * same bytes, for the tests and the bench that hold the widths side by side. */
+int nvfp4_quantize_code_rows_width(int width, const uint8_t *codes, uint64_t cols, uint64_t nrows,
+                                   const nvfp4_code_block *blocks, float gs, void *work, uint8_t *packed,
+                                   uint8_t *scales);
+
 #endif

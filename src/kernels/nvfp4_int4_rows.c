@@ -47,6 +47,13 @@ __attribute__((noinline, cold)) static void build_slot(nvfp4_i4_cache *c, nvfp4_
     c->misses++;
 }
 
+/* slot maxq of block b (0-based) */
+static nvfp4_i4_slot *slot_at(nvfp4_i4_cache *c, uint32_t b, unsigned maxq)
+{
+    nvfp4_i4_slot *first = (nvfp4_i4_slot *)(((uintptr_t)c->slot_space + 63) & ~(uintptr_t)63);
+    return first + (size_t)b * NVFP4_I4_MAXQ + maxq;
+}
+
 /* Every scale dropped: another global scale, or NVFP4_I4_BLOCKS used. */
 static void start_over(nvfp4_i4_cache *c)
 {
@@ -60,7 +67,7 @@ __attribute__((noinline, cold)) static uint16_t new_block(nvfp4_i4_cache *c, uin
         start_over(c);
     uint32_t b = c->nblocks++;
     for (unsigned q = 0; q < NVFP4_I4_MAXQ; q++)
-        c->slot[b][q].built = 0;
+        slot_at(c, b, q)->built = 0;
     c->block_of[scale] = (uint16_t)(b + 1);
     return (uint16_t)(b + 1);
 }
@@ -76,7 +83,7 @@ static uint16_t block_for(nvfp4_i4_cache *c, uint16_t scale)
 static const nvfp4_i4_slot *slot_in(nvfp4_i4_cache *c, uint16_t b, uint16_t scale, unsigned maxq,
                                     nvfp4_i4_decode_fn dec, const void *ctx)
 {
-    nvfp4_i4_slot *sl = &c->slot[b - 1][maxq];
+    nvfp4_i4_slot *sl = slot_at(c, b - 1u, maxq);
     if (__builtin_expect(!sl->built, 0))
         build_slot(c, sl, scale, maxq, dec, ctx);
     return sl;

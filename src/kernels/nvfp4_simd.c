@@ -24,7 +24,7 @@
 #include <immintrin.h>
 
 #define T2 __attribute__((target("avx2,fma,f16c")))
-#define T5 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define T5 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 #define INL __attribute__((always_inline)) inline
 
 
@@ -104,17 +104,17 @@ static T5 void rows_512_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row
         row_512(w, t, (row0 + r) * cols, groups, gsv, packed + r * (cols / 2), scales + r * groups);
 }
 
-static T2 void rows_256_thr(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
+static T5 void rows_512_thr(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
                             uint8_t *s, nvfp4_side *side);
 
-/* bf16 takes the AVX2 threshold kernel here too: with no division left it
- * is faster than this one on both AMD and Intel (bench/kernels.c, 2026-12-04
- * in docs/bench.md), and one path for bf16 is one path to keep exact. */
+/* bf16 takes the threshold kernel, its codes two groups a register
+ * (chunk_thr_512): with no division left it is faster than this one on
+ * both AMD and Intel (bench/kernels.c, 2026-12-04 in docs/bench.md). */
 void nvfp4_quantize_rows_avx512(const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
                                 uint64_t nrows, float gs, uint8_t *packed, uint8_t *scales)
 {
     if (t == FF_DT_BF16)
-        rows_256_thr(w, cols, row0, nrows, gs, packed, scales, NULL);
+        rows_512_thr(w, cols, row0, nrows, gs, packed, scales, NULL);
     else
         rows_512_t(w, t, cols, row0, nrows, gs, packed, scales);
 }
@@ -252,16 +252,22 @@ static T2 INL __m256 amax8_bf16(const uint16_t *p)
  * kernel figures do not move. */
 #define PREFETCH_AHEAD 4096
 
-/* ng groups (a multiple of 8, at most THR_CHUNK_GROUPS) at p: ng scale
- * bytes to sc, 8 * ng packed bytes to pk. */
-static T2 INL void chunk_thr(const uint16_t *p, unsigned ng, __m256 gsv, nvfp4_thr_table *tt, uint8_t *pk,
-                             uint8_t *sc)
+/* Phase one of a chunk: ng groups' (a multiple of 8, at most
+ * THR_CHUNK_GROUPS) scale bytes to sc, and each group's edges' byte offset
+ * in tt->code to off, the edges of scale codes new to tt built. */
+static T2 INL void chunk_scales(const uint16_t *p, unsigned ng, __m256 gsv, nvfp4_thr_table *tt, uint8_t *sc,
+                                int32_t *off)
 {
     /* each group's scale code, and its edges' byte offset in tt->code found
      * eight at a time here (per group, the scalar mask and shift shared the
      * compares' ports on Intel) */
-    int32_t cd[THR_CHUNK_GROUPS] __attribute__((aligned(32))), off[THR_CHUNK_GROUPS] __attribute__((aligned(32)));
+    int32_t cd[THR_CHUNK_GROUPS] __attribute__((aligned(32)));
     _Static_assert(sizeof(nvfp4_thr) == 32, "the offsets below shift by 5");
+    /* whether each code's edges are built, from the bitmap (four words, one
+     * permute a vector): a byte load and test a group cost a tenth of the
+     * AVX-512 kernel */
+    __m256i bits = _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)tt->built_bits));
+    __m256i unbuilt = _mm256_setzero_si256();
     for (unsigned g0 = 0; g0 < ng; g0 += 8) {
         /* an address past a row's padded copy is fine: prefetches never fault */
         for (unsigned l = 0; l < 4; l++)
@@ -272,12 +278,21 @@ static T2 INL void chunk_thr(const uint16_t *p, unsigned ng, __m256 gsv, nvfp4_t
         _mm256_store_si256((__m256i *)(cd + g0), idx);
         _mm256_store_si256((__m256i *)(off + g0), _mm256_slli_epi32(idx, 5));
         store_scale_bytes8(codes, sc + g0);
+        __m256i word = _mm256_permutevar8x32_epi32(bits, _mm256_srli_epi32(idx, 5));
+        __m256i bit = _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_and_si256(idx, _mm256_set1_epi32(31)));
+        unbuilt = _mm256_or_si256(unbuilt, _mm256_cmpeq_epi32(_mm256_and_si256(word, bit), _mm256_setzero_si256()));
     }
-    unsigned missing = 0;
-    for (unsigned g = 0; g < ng; g++)
-        missing |= tt->built[cd[g]] ^ 1u;
-    if (__builtin_expect(missing, 0))
+    if (__builtin_expect(!_mm256_testz_si256(unbuilt, unbuilt), 0))
         nvfp4_thr_build_codes(tt, cd, ng);
+}
+
+/* ng groups (a multiple of 8, at most THR_CHUNK_GROUPS) at p: ng scale
+ * bytes to sc, 8 * ng packed bytes to pk. */
+static T2 INL void chunk_thr(const uint16_t *p, unsigned ng, __m256 gsv, nvfp4_thr_table *tt, uint8_t *pk,
+                             uint8_t *sc)
+{
+    int32_t off[THR_CHUNK_GROUPS] __attribute__((aligned(32)));
+    chunk_scales(p, ng, gsv, tt, sc, off);
     /* four groups a step: with eight, their codes outgrew the 16 registers */
     for (unsigned g0 = 0; g0 < ng; g0 += 4) {
         __m256i c[4];
@@ -286,6 +301,66 @@ static T2 INL void chunk_thr(const uint16_t *p, unsigned ng, __m256 gsv, nvfp4_t
             c[g] = codes16_thr(_mm256_loadu_si256((const __m256i *)(p + (g0 + g) * 16)),
                                (const nvfp4_thr *)((const char *)tt->code + off[g0 + g]));
         _mm256_storeu_si256((__m256i *)(pk + g0 * 8), pack4_thr(c[0], c[1], c[2], c[3]));
+    }
+}
+
+/* Two groups' codes (32 bf16 x) against their edges e: the first group's
+ * nvfp4_thr in words 0-15, the second's in 16-31, edge k in word 2k of
+ * each. The bucket (how many of edges 0-6 |x| passes; they are sorted) is a
+ * binary search, edge 3, then 1 or 5, then 0, 2, 4 or 6, each edge fetched
+ * by a word permute on the offset found so far: three compares where
+ * codes16_thr makes seven. */
+static T5 INL __m512i codes32_thr_512(__m512i x, __m512i e)
+{
+    const __m512i half = _mm512_set_epi64(0x0010001000100010, 0x0010001000100010, 0x0010001000100010,
+                                          0x0010001000100010, 0, 0, 0, 0);   /* the second group's words */
+    __m512i mag = _mm512_and_si512(x, _mm512_set1_epi16(0x7fff));
+    /* at: twice the bucket so far, the word offset of its next edges */
+    __m512i at = _mm512_maskz_mov_epi16(
+        _mm512_cmpgt_epi16_mask(mag, _mm512_permutexvar_epi16(_mm512_add_epi16(half, _mm512_set1_epi16(6)), e)),
+        _mm512_set1_epi16(8));
+    __mmask32 up = _mm512_cmpgt_epi16_mask(
+        mag, _mm512_permutexvar_epi16(_mm512_add_epi16(_mm512_add_epi16(half, at), _mm512_set1_epi16(2)), e));
+    at = _mm512_mask_add_epi16(at, up, at, _mm512_set1_epi16(4));
+    up = _mm512_cmpgt_epi16_mask(mag, _mm512_permutexvar_epi16(_mm512_add_epi16(half, at), e));
+    __m512i bucket = _mm512_srli_epi16(_mm512_mask_add_epi16(at, up, at, _mm512_set1_epi16(2)), 1);
+    /* the sign bit: x < 0 (NaN excluded, as codes16_thr) and past edge 7 */
+    __mmask32 neg = _mm512_cmpgt_epi16_mask(_mm512_set1_epi16(-127), x);
+    __mmask32 sign = _mm512_mask_cmpgt_epi16_mask(
+        neg, mag, _mm512_permutexvar_epi16(_mm512_add_epi16(half, _mm512_set1_epi16(14)), e));
+    return _mm512_mask_add_epi16(bucket, sign, bucket, _mm512_set1_epi16(8));
+}
+
+/* Eight groups' 16-bit codes (two groups a register) to 64 packed bytes:
+ * madd pairs even + 16 * odd, two packs narrow (each 128-bit lane then
+ * holding a dword of every register), one dword permute puts them back. */
+static T5 INL __m512i pack8_thr_512(const __m512i *c)
+{
+    const __m512i nib = _mm512_set1_epi32(0x00100001);
+    __m512i ab = _mm512_packus_epi32(_mm512_madd_epi16(c[0], nib), _mm512_madd_epi16(c[1], nib));
+    __m512i cd = _mm512_packus_epi32(_mm512_madd_epi16(c[2], nib), _mm512_madd_epi16(c[3], nib));
+    /* dword 4L + r holds register r's lane L */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_epi32(order, _mm512_packus_epi16(ab, cd));
+}
+
+/* chunk_thr with the codes found two groups a register. */
+static T5 INL void chunk_thr_512(const uint16_t *p, unsigned ng, __m256 gsv, nvfp4_thr_table *tt, uint8_t *pk,
+                                 uint8_t *sc)
+{
+    int32_t off[THR_CHUNK_GROUPS] __attribute__((aligned(32)));
+    chunk_scales(p, ng, gsv, tt, sc, off);
+    for (unsigned g0 = 0; g0 < ng; g0 += 8) {
+        __m512i c[4];
+#pragma GCC unroll 4
+        for (unsigned r = 0; r < 4; r++) {
+            unsigned g = g0 + 2 * r;
+            __m512i e = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)((const char *)tt->code + off[g]))),
+                _mm256_loadu_si256((const __m256i *)((const char *)tt->code + off[g + 1])), 1);
+            c[r] = codes32_thr_512(_mm512_loadu_si512(p + g * 16), e);
+        }
+        _mm512_storeu_si512(pk + g0 * 8, pack8_thr_512(c));
     }
 }
 
@@ -339,48 +414,55 @@ static T2 void side_finish(side_cursor *cur)
     sd->max = bf16_mag_max(m, 16, bf16_mag_max(sd->p + cur->at + rest, sd->n - cur->at - rest, 0));
 }
 
-/* A row's last partial block of eight goes through a zero-padded copy, so
- * the chunks have no per-group bounds. cur (or NULL): a side read along. */
-static T2 INL void row_256_thr(const uint16_t *w, uint64_t groups, __m256 gsv, nvfp4_thr_table *tt,
-                               uint8_t *pk, uint8_t *sc, side_cursor *cur)
-{
-    uint64_t g0 = groups & ~(uint64_t)7;   /* the partial block's first group */
-    for (uint64_t c0 = 0; c0 < g0; c0 += THR_CHUNK_GROUPS) {
-        unsigned ng = g0 - c0 < THR_CHUNK_GROUPS ? (unsigned)(g0 - c0) : THR_CHUNK_GROUPS;
-        chunk_thr(w + c0 * 16, ng, gsv, tt, pk + c0 * 8, sc + c0);
-        if (cur)
-            side_step(cur);
+/* The threshold kernel's rows at one width, CHUNK (chunk_thr or
+ * chunk_thr_512) doing the groups: a macro, as a function of the AVX2
+ * target cannot inline the AVX-512 chunk, nor one of no target either.
+ * A row's last partial block of eight goes through a zero-padded copy, so
+ * the chunks have no per-group bounds; side (or NULL): another tensor's
+ * elements read along, their max |x| to side->max. */
+#define DEFINE_ROWS_THR(ROWS, ROW, TARGET, CHUNK)                                                                 \
+    static TARGET INL void ROW(const uint16_t *w, uint64_t groups, __m256 gsv, nvfp4_thr_table *tt, uint8_t *pk, \
+                               uint8_t *sc, side_cursor *cur)                                                    \
+    {                                                                                                            \
+        uint64_t g0 = groups & ~(uint64_t)7; /* the partial block's first group */                               \
+        for (uint64_t c0 = 0; c0 < g0; c0 += THR_CHUNK_GROUPS) {                                                 \
+            unsigned ng = g0 - c0 < THR_CHUNK_GROUPS ? (unsigned)(g0 - c0) : THR_CHUNK_GROUPS;                   \
+            CHUNK(w + c0 * 16, ng, gsv, tt, pk + c0 * 8, sc + c0);                                               \
+            if (cur)                                                                                             \
+                side_step(cur);                                                                                  \
+        }                                                                                                        \
+        if (g0 < groups) {                                                                                       \
+            unsigned ng = (unsigned)(groups - g0);                                                               \
+            uint16_t in[8 * 16] = {0};                                                                           \
+            uint8_t packed[64], scales[8];                                                                       \
+            memcpy(in, w + g0 * 16, ng * 16 * sizeof *in);                                                       \
+            CHUNK(in, 8, gsv, tt, packed, scales);                                                               \
+            memcpy(pk + g0 * 8, packed, ng * 8);                                                                 \
+            memcpy(sc + g0, scales, ng);                                                                         \
+        }                                                                                                        \
+    }                                                                                                            \
+                                                                                                                 \
+    static TARGET void ROWS(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p, uint8_t *s, \
+                            nvfp4_side *side)                                                                    \
+    {                                                                                                            \
+        uint64_t groups = c / NVFP4_GROUP;                                                                       \
+        __m256 gsv = _mm256_set1_ps(gs);                                                                         \
+        nvfp4_thr_table tt;                                                                                      \
+        nvfp4_thr_init(&tt, gs);                                                                                 \
+        side_cursor cur = {.side = side, .acc = _mm256_setzero_si256()};                                         \
+        if (side) {                                                                                              \
+            uint64_t chunks = n * (((groups & ~(uint64_t)7) + THR_CHUNK_GROUPS - 1) / THR_CHUNK_GROUPS);         \
+            cur.step = chunks ? (side->n / chunks + 15) & ~(uint64_t)15 : 0;                                     \
+        }                                                                                                        \
+        for (uint64_t r = 0; r < n; r++)                                                                         \
+            ROW((const uint16_t *)w + (r0 + r) * c, groups, gsv, &tt, p + r * (c / 2), s + r * groups,           \
+                side ? &cur : NULL);                                                                             \
+        if (side)                                                                                                \
+            side_finish(&cur);                                                                                   \
     }
-    if (g0 < groups) {
-        unsigned ng = (unsigned)(groups - g0);
-        uint16_t in[8 * 16] = {0};
-        uint8_t packed[64], scales[8];
-        memcpy(in, w + g0 * 16, ng * 16 * sizeof *in);
-        chunk_thr(in, 8, gsv, tt, packed, scales);
-        memcpy(pk + g0 * 8, packed, ng * 8);
-        memcpy(sc + g0, scales, ng);
-    }
-}
 
-/* side (or NULL): another tensor's elements, their max |x| to side->max. */
-static T2 void rows_256_thr(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
-                            uint8_t *s, nvfp4_side *side)
-{
-    uint64_t groups = c / NVFP4_GROUP;
-    __m256 gsv = _mm256_set1_ps(gs);
-    nvfp4_thr_table tt;
-    nvfp4_thr_init(&tt, gs);
-    side_cursor cur = {.side = side, .acc = _mm256_setzero_si256()};
-    if (side) {
-        uint64_t chunks = n * (((groups & ~(uint64_t)7) + THR_CHUNK_GROUPS - 1) / THR_CHUNK_GROUPS);
-        cur.step = chunks ? (side->n / chunks + 15) & ~(uint64_t)15 : 0;
-    }
-    for (uint64_t r = 0; r < n; r++)
-        row_256_thr((const uint16_t *)w + (r0 + r) * c, groups, gsv, &tt, p + r * (c / 2), s + r * groups,
-                    side ? &cur : NULL);
-    if (side)
-        side_finish(&cur);
-}
+DEFINE_ROWS_THR(rows_256_thr, row_256_thr, T2, chunk_thr)
+DEFINE_ROWS_THR(rows_512_thr, row_512_thr, T5, chunk_thr_512)
 
 static T2 void rows_256_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
                           float gs, uint8_t *packed, uint8_t *scales)
@@ -449,13 +531,16 @@ int nvfp4_side_ok(nvfp4_rows_fn k)
 #endif
 }
 
-void nvfp4_quantize_rows_side(const void *w, uint64_t cols, uint64_t row0, uint64_t nrows, float gs,
-                              uint8_t *packed, uint8_t *scales, nvfp4_side *side)
+void nvfp4_quantize_rows_side(nvfp4_rows_fn k, const void *w, uint64_t cols, uint64_t row0, uint64_t nrows,
+                              float gs, uint8_t *packed, uint8_t *scales, nvfp4_side *side)
 {
 #if defined(__x86_64__)
-    rows_256_thr(w, cols, row0, nrows, gs, packed, scales, side);
+    if (k == nvfp4_quantize_rows_avx512)
+        rows_512_thr(w, cols, row0, nrows, gs, packed, scales, side);
+    else
+        rows_256_thr(w, cols, row0, nrows, gs, packed, scales, side);
 #else
-    (void)w, (void)cols, (void)row0, (void)nrows, (void)gs, (void)packed, (void)scales, (void)side;
+    (void)k, (void)w, (void)cols, (void)row0, (void)nrows, (void)gs, (void)packed, (void)scales, (void)side;
 #endif
 }
 

@@ -27,9 +27,10 @@ typedef struct nvfp4_side {
 
 /* 1 when kernel k quantizes bf16 with nvfp4_quantize_rows_side's code. */
 int nvfp4_side_ok(nvfp4_rows_fn k);
-/* kernel k's bytes for bf16 rows (k as nvfp4_side_ok allows), and side's max. */
-void nvfp4_quantize_rows_side(const void *w, uint64_t cols, uint64_t row0, uint64_t nrows, float gs,
-                              uint8_t *packed, uint8_t *scales, nvfp4_side *side);
+/* kernel k's bytes for bf16 rows, by k's own code (k as nvfp4_side_ok
+ * allows), and side's max. */
+void nvfp4_quantize_rows_side(nvfp4_rows_fn k, const void *w, uint64_t cols, uint64_t row0, uint64_t nrows,
+                              float gs, uint8_t *packed, uint8_t *scales, nvfp4_side *side);
 
 /* nvfp4_absmax with a vector fast path for bf16 (the common case); same
  * result and the same first-bad-index report. */

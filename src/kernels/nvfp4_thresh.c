@@ -46,6 +46,7 @@ void nvfp4_thr_init(nvfp4_thr_table *t, float gs)
 {
     t->gs = gs;
     memset(t->built, 0, sizeof t->built);
+    memset(t->built_bits, 0, sizeof t->built_bits);
 }
 
 static void build_entry(nvfp4_thr_table *t, uint8_t scale_code)
@@ -60,6 +61,7 @@ static void build_entry(nvfp4_thr_table *t, uint8_t scale_code)
         e->edge[k] = (int32_t)(below | below << 16);
     }
     t->built[scale_code] = 1;
+    t->built_bits[scale_code >> 5] |= 1u << (scale_code & 31);
 }
 
 void nvfp4_thr_build_codes(nvfp4_thr_table *t, const int32_t *codes, unsigned n)

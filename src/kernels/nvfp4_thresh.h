@@ -21,6 +21,7 @@ typedef struct {
 typedef struct {
     float gs;
     uint8_t built[128];
+    uint32_t built_bits[4];   /* built[] as bits: code c is bit c % 32 of word c / 32 */
     nvfp4_thr code[128];
 } nvfp4_thr_table;
 

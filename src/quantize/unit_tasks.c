@@ -240,7 +240,7 @@ static void quant_side_task(void *ctx, size_t t, int worker)
         nvfp4_side side = {.p = (const uint16_t *)v->rows[v->task_member[a]] + vrow * vm->cols,
                            .n = vrows * vm->cols};
         uint64_t part = end == b ? rows - done : (rows - done) * (end - a) / (b - a);
-        nvfp4_quantize_rows_side(j->rows[k], m->cols, r0 + done, part, j->gs, pk + done * (m->cols / 2),
+        nvfp4_quantize_rows_side(j->kernel, j->rows[k], m->cols, r0 + done, part, j->gs, pk + done * (m->cols / 2),
                                  sc + done * (m->cols / NVFP4_GROUP), &side);
         side_record(v, a, end, side.max);
         done += part;

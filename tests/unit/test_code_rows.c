@@ -1,6 +1,6 @@
-/* The code-space kernel (nvfp4_code_rows.h) against what it stands in for:
- * the FP8-block decoder's bf16 rows quantized by the AVX2 threshold kernel
- * and by the scalar kernel, bit for bit. Rows of codes drawn several ways
+/* The code-space kernel (nvfp4_code_rows.h), at each width this CPU runs,
+ * against what it stands in for: the FP8-block decoder's bf16 rows quantized
+ * by the AVX2 threshold kernel and by the scalar kernel, bit for bit. Rows of codes drawn several ways
  * (uniform, mostly small with a few large, zeros and -0, one code
  * repeated), block scales from 2^-140 (bf16 underflow) to 2^120 (448 * s
  * overflows to Inf), negative, +0 and -0, a partial last block, rows in the
@@ -65,7 +65,7 @@ static float decoded_amax(const uint16_t *v, size_t n)
     return m;
 }
 
-/* One round: the kernel's bytes against both references on rows [r0, r0 + 64). */
+/* One round: each width's bytes against both references on rows [r0, r0 + 64). */
 static int one_round(const uint8_t *w, const float *s, uint64_t r0, float gs, void *work, nvfp4_code_block *blocks)
 {
     static uint16_t dec[HALF * K];
@@ -74,13 +74,19 @@ static int one_round(const uint8_t *w, const float *s, uint64_t r0, float gs, vo
     if (qs_rows_code_blocks(&q, r0, HALF, blocks) != 0)
         return -1;
     fp8b_decode_rows(w, s, N, K, r0, HALF, dec);
-    CHECK_EQ_INT(nvfp4_quantize_code_rows(w + r0 * K, K, HALF, blocks, gs, work, pk[0], sc[0]), 0);
     nvfp4_quantize_rows_avx2(dec, FF_DT_BF16, K, 0, HALF, gs, pk[1], sc[1]);
     nvfp4_quantize_rows_scalar(dec, FF_DT_BF16, K, 0, HALF, gs, pk[2], sc[2]);
-    int same = 1;
-    for (int k = 1; k < 3; k++)
-        same &= memcmp(pk[0], pk[k], sizeof pk[0]) == 0 && memcmp(sc[0], sc[k], sizeof sc[0]) == 0;
-    return same;
+    int same = memcmp(pk[1], pk[2], sizeof pk[0]) == 0 && memcmp(sc[1], sc[2], sizeof sc[0]) == 0;
+    static const int widths[] = {256, 512};
+    for (int k = 0; k < 2; k++) {
+        if (!nvfp4_code_rows_width_ok(widths[k]))
+            continue;
+        CHECK_EQ_INT(nvfp4_quantize_code_rows_width(widths[k], w + r0 * K, K, HALF, blocks, gs, work, pk[0], sc[0]),
+                     0);
+        same &= memcmp(pk[0], pk[1], sizeof pk[0]) == 0 && memcmp(sc[0], sc[1], sizeof sc[0]) == 0;
+    }
+    CHECK_EQ_INT(nvfp4_quantize_code_rows(w + r0 * K, K, HALF, blocks, gs, work, pk[0], sc[0]), 0);
+    return same && memcmp(pk[0], pk[1], sizeof pk[0]) == 0 && memcmp(sc[0], sc[1], sizeof sc[0]) == 0;
 }
 
 static void code_rows_equal_decoded(void)
@@ -137,6 +143,9 @@ static void code_rows_refusals(void)
         w[at] = at % 2 ? 0x7f : 0xff;
         CHECK_EQ_INT(qs_rows_code_blocks(&q, 0, HALF, blocks), 0);
         CHECK_EQ_INT(nvfp4_quantize_code_rows(w, K, HALF, blocks, 1.0f, work, pk, sc), 1);
+        for (int width = 256; width <= 512; width += 256)
+            if (nvfp4_code_rows_width_ok(width))
+                CHECK_EQ_INT(nvfp4_quantize_code_rows_width(width, w, K, HALF, blocks, 1.0f, work, pk, sc), 1);
     }
     CHECK_EQ_INT(qs_rows_code_blocks(&q, HALF, N, blocks), 1);
     static const float bad[] = {INFINITY, -INFINITY, NAN};

@@ -263,11 +263,18 @@ static void side_kernel_matches(void)
                 uint8_t *p0 = malloc(n / 2), *s0 = malloc(n / 16), *p1 = malloc(n / 2), *s1 = malloc(n / 16);
                 nvfp4_quantize_rows_scalar(w, FF_DT_BF16, cols, 0, rows, gs, p0, s0);
                 uint64_t half = rows / 2;
-                nvfp4_side a = {.p = side, .n = sn / 3}, b = {.p = side + sn / 3, .n = sn - sn / 3};
-                nvfp4_quantize_rows_side(w, cols, 0, half, gs, p1, s1, &a);
-                nvfp4_quantize_rows_side(w, cols, half, rows - half, gs, p1 + half * cols / 2, s1 + half * cols / 16, &b);
-                CHECK(memcmp(p0, p1, n / 2) == 0 && memcmp(s0, s1, n / 16) == 0);
-                CHECK((a.max > b.max ? a.max : b.max) == want);
+                for (int ki = 0; ki < 2; ki++) {
+                    nvfp4_rows_fn k = nvfp4_kernel_by_name(ki ? "avx512" : "avx2");
+                    if (!k)
+                        continue;
+                    nvfp4_side a = {.p = side, .n = sn / 3}, b = {.p = side + sn / 3, .n = sn - sn / 3};
+                    memset(p1, 0, n / 2), memset(s1, 0, n / 16);
+                    nvfp4_quantize_rows_side(k, w, cols, 0, half, gs, p1, s1, &a);
+                    nvfp4_quantize_rows_side(k, w, cols, half, rows - half, gs, p1 + half * cols / 2,
+                                             s1 + half * cols / 16, &b);
+                    CHECK(memcmp(p0, p1, n / 2) == 0 && memcmp(s0, s1, n / 16) == 0);
+                    CHECK((a.max > b.max ? a.max : b.max) == want);
+                }
                 free(w), free(side), free(p0), free(s0), free(p1), free(s1);
             }
 }
