@@ -458,6 +458,11 @@ int nvfp4_code_rows_width_ok(int width)
     return width == 256 ? nvfp4_cpu_avx2_ok() : width == 512 && cpu_512_ok();
 }
 
+int nvfp4_code_rows_width_for(nvfp4_rows_fn k)
+{
+    return k == nvfp4_quantize_rows_avx512 && cpu_512_ok() ? 512 : 256;
+}
+
 int nvfp4_quantize_code_rows_width(int width, const uint8_t *codes, uint64_t cols, uint64_t nrows,
                                    const nvfp4_code_block *blocks, float gs, void *work, uint8_t *packed,
                                    uint8_t *scales)
@@ -490,6 +495,12 @@ int nvfp4_code_rows_width_ok(int width)
 {
     (void)width;
     return 0;
+}
+
+int nvfp4_code_rows_width_for(nvfp4_rows_fn k)
+{
+    (void)k;
+    return 256;
 }
 
 int nvfp4_quantize_code_rows_width(int width, const uint8_t *codes, uint64_t cols, uint64_t nrows,

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stddef.h>
 
+#include "nvfp4.h"
+
 #define NVFP4_CODE_BLOCK 128   /* columns under one table */
 
 /* What one block's codes decode to. The caller guarantees that mag[c]
@@ -43,6 +45,11 @@ int nvfp4_quantize_code_rows(const uint8_t *codes, uint64_t cols, uint64_t nrows
 /* 1 when this CPU runs the kernel at `width` bits: 256 (AVX2) or 512
  * (AVX-512BW, the default where it runs). */
 int nvfp4_code_rows_width_ok(int width);
+
+/* The width that bf16 kernel k (nvfp4.h) stands for: 512 for the AVX-512
+ * kernel where this CPU runs that width, else 256; so --kernel avx2 runs
+ * AVX2 code throughout. */
+int nvfp4_code_rows_width_for(nvfp4_rows_fn k);
 
 /* nvfp4_quantize_code_rows at a width nvfp4_code_rows_width_ok allows: the
  * same bytes, for the tests and the bench that hold the widths side by side. */
