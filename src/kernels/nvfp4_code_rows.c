@@ -1,4 +1,4 @@
-/* The code-space NVFP4 kernel (nvfp4_code_rows.h), AVX2. It repeats the
+/* The code-space NVFP4 kernel (nvfp4_code_rows.h), AVX2 and AVX-512. It repeats the
  * bf16 threshold kernel's decisions (rows_256_thr in nvfp4_simd.c) on the
  * codes: the same scales_bf16_256 call on the same maxima, the same edge
  * table, each edge moved into code space by a search of the block's
@@ -272,9 +272,9 @@ static T2 int code_rows_256(const uint8_t *codes, uint64_t cols, uint64_t nrows,
 /* ---- AVX-512 (BW, VBMI): a block's eight groups in two registers --------
  * The same decisions with a block in two 64-byte registers: the eight
  * largest codes looked up in the block's scale table by one byte permute,
- * the eight groups' edges fetched by one gather, every per-byte choice a
- * mask. An edge table entry not yet built holds 0x80 in every byte, a value
- * no edge takes (-1..126), so the gather itself says when to carry. */
+ * the eight groups' edges fetched together, every per-byte choice a mask.
+ * An edge table entry not yet built holds 0x80 in every byte, a value no
+ * edge takes (-1..126), so the fetched edges themselves say when to carry. */
 #define T5 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx2,fma,f16c")))
 #define UNBUILT 0x80
 

@@ -4,9 +4,9 @@
  * low seven bits rise; so a group's max |x| is its largest code's value,
  * and "|x| passes a bf16 edge" is "the code passes that edge's code". The
  * bf16 threshold kernel's edges (nvfp4_thresh.h) are carried into code
- * space once per block and scale code, and the codes are compared 32 bytes
- * at a time: the bf16 kernel's bytes without decoding, and half its
- * compares. */
+ * space once per block and scale code, and each code's bucket is a binary
+ * search of them, 32 bytes at a time (AVX2) or 128 (AVX-512 BW and VBMI):
+ * the bf16 kernel's bytes without decoding, and three compares a byte. */
 #ifndef FF_NVFP4_CODE_ROWS_H
 #define FF_NVFP4_CODE_ROWS_H
 

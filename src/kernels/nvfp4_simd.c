@@ -107,9 +107,9 @@ static T5 void rows_512_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row
 static T5 void rows_512_thr(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
                             uint8_t *s, nvfp4_side *side);
 
-/* bf16 takes the threshold kernel, its codes two groups a register
- * (chunk_thr_512): with no division left it is faster than this one on
- * both AMD and Intel (bench/kernels.c, 2026-12-04 in docs/bench.md). */
+/* bf16 takes the threshold kernel (no division: faster than this one on
+ * both AMD and Intel, bench/kernels.c, 2026-12-04 in docs/bench.md), its
+ * codes two groups a 512-bit register (chunk_thr_512). */
 void nvfp4_quantize_rows_avx512(const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
                                 uint64_t nrows, float gs, uint8_t *packed, uint8_t *scales)
 {
