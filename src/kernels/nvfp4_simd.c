@@ -106,15 +106,29 @@ static T5 void rows_512_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row
 
 static T5 void rows_512_thr(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
                             uint8_t *s, nvfp4_side *side);
+static T2 void rows_256_thr(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
+                            uint8_t *s, nvfp4_side *side);
+
+/* The threshold kernel's codes two groups a 512-bit register
+ * (chunk_thr_512) paid on AMD (Zen 5: bench-kernels 11.3 -> 13.6 GB/s a
+ * core). On Intel its word permutes and mask compares all take one port,
+ * where codes16_thr's compares spread over three, and it has not been
+ * measured there: Intel keeps the AVX2 codes. */
+static int thr_512_pays(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd");
+}
 
 /* bf16 takes the threshold kernel (no division: faster than this one on
- * both AMD and Intel, bench/kernels.c, 2026-12-04 in docs/bench.md), its
- * codes two groups a 512-bit register (chunk_thr_512). */
+ * both AMD and Intel, bench/kernels.c, 2026-12-04 in docs/bench.md). */
 void nvfp4_quantize_rows_avx512(const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
                                 uint64_t nrows, float gs, uint8_t *packed, uint8_t *scales)
 {
-    if (t == FF_DT_BF16)
+    if (t == FF_DT_BF16 && thr_512_pays())
         rows_512_thr(w, cols, row0, nrows, gs, packed, scales, NULL);
+    else if (t == FF_DT_BF16)
+        rows_256_thr(w, cols, row0, nrows, gs, packed, scales, NULL);
     else
         rows_512_t(w, t, cols, row0, nrows, gs, packed, scales);
 }
@@ -535,7 +549,7 @@ void nvfp4_quantize_rows_side(nvfp4_rows_fn k, const void *w, uint64_t cols, uin
                               float gs, uint8_t *packed, uint8_t *scales, nvfp4_side *side)
 {
 #if defined(__x86_64__)
-    if (k == nvfp4_quantize_rows_avx512)
+    if (k == nvfp4_quantize_rows_avx512 && thr_512_pays())
         rows_512_thr(w, cols, row0, nrows, gs, packed, scales, side);
     else
         rows_256_thr(w, cols, row0, nrows, gs, packed, scales, side);
