@@ -21,6 +21,8 @@
 #define INL __attribute__((always_inline)) inline
 
 #define NAN_MAG 0x7f
+/* an edge table entry not yet built: every byte -128, below any edge (-1..126) */
+#define UNBUILT 0x80
 #define GROUPS_PER_BLOCK (NVFP4_CODE_BLOCK / NVFP4_GROUP)
 
 /* One block's edges in code space for each scale code met so far: c[k] is
@@ -121,10 +123,14 @@ static T2 INL __m128i group_max8(const __m256i *m)
  * sorted: c[3] decides 4, then c[1] or c[5] decides 2, then c[0], c[2],
  * c[4] or c[6] decides 1, each edge fetched by the bits found so far. Three
  * compares and their shuffles instead of seven. */
-static T2 INL __m256i codes32(__m256i a, __m256i m, const code_edges *lo, const code_edges *hi)
+static T2 INL __m256i edges2(const code_edges *lo, const code_edges *hi)
 {
-    __m256i e = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)lo)),
-                                        _mm_loadl_epi64((const __m128i *)hi), 1);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)lo)),
+                                   _mm_loadl_epi64((const __m128i *)hi), 1);
+}
+
+static T2 INL __m256i codes32(__m256i a, __m256i m, __m256i e)
+{
     __m256i four = _mm256_and_si256(_mm256_cmpgt_epi8(m, _mm256_shuffle_epi8(e, _mm256_set1_epi8(3))),
                                     _mm256_set1_epi8(4));
     __m256i two = _mm256_and_si256(
@@ -193,16 +199,21 @@ static T2 INL void block_scales(const uint8_t *p, const nvfp4_code_block *blk, c
 static T2 INL void block_codes(const uint8_t *p, const nvfp4_code_block *blk, nvfp4_thr_table *tt,
                                block_cache *bc, const int32_t *key, uint8_t *pk)
 {
-    unsigned missing = 0;
-    for (int g = 0; g < GROUPS_PER_BLOCK; g++)
-        missing |= bc->built[key[g]] ^ 1u;
-    if (__builtin_expect(missing, 0))
+    __m256i a[4], m[4], c[4], e[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        e[i] = edges2(&bc->e[key[2 * i]], &bc->e[key[2 * i + 1]]);
+    /* an entry not yet built holds UNBUILT (-128), below every edge */
+    __m256i low = _mm256_min_epi8(_mm256_min_epi8(e[0], e[1]), _mm256_min_epi8(e[2], e[3]));
+    if (__builtin_expect(_mm256_movemask_epi8(_mm256_cmpeq_epi8(low, _mm256_set1_epi8((char)UNBUILT))), 0)) {
         carry_edges(blk, tt, bc, key, GROUPS_PER_BLOCK);
-    __m256i a[4], m[4], c[4];
+        for (int i = 0; i < 4; i++)
+            e[i] = edges2(&bc->e[key[2 * i]], &bc->e[key[2 * i + 1]]);
+    }
     load_block(p, _mm256_set1_epi8((char)blk->flip), a, m);
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++)
-        c[i] = codes32(a[i], m[i], &bc->e[key[2 * i]], &bc->e[key[2 * i + 1]]);
+        c[i] = codes32(a[i], m[i], e[i]);
     _mm256_storeu_si256((__m256i *)pk, pack4(c[0], c[1]));
     _mm256_storeu_si256((__m256i *)(pk + 32), pack4(c[2], c[3]));
 }
@@ -251,6 +262,7 @@ static T2 int code_rows_256(const uint8_t *codes, uint64_t cols, uint64_t nrows,
     nvfp4_thr_init(&tt, gs);
     for (uint64_t b = 0; b < (cols + NVFP4_CODE_BLOCK - 1) / NVFP4_CODE_BLOCK; b++) {
         memset(bc[b].built, 0, sizeof bc[b].built);
+        memset(bc[b].e, UNBUILT, sizeof bc[b].e);
         block_scale_table(&blocks[b], gsv, bc[b].scale);
     }
     for (uint64_t r = 0; r < nrows; r++) {
@@ -276,7 +288,6 @@ static T2 int code_rows_256(const uint8_t *codes, uint64_t cols, uint64_t nrows,
  * An edge table entry not yet built holds 0x80 in every byte, a value no
  * edge takes (-1..126), so the fetched edges themselves say when to carry. */
 #define T5 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx2,fma,f16c")))
-#define UNBUILT 0x80
 
 /* Byte g of the result (g < 8) is the largest magnitude of group g; m0
  * holds groups 0-3, m1 groups 4-7, one a 128-bit lane. */
