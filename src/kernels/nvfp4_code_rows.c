@@ -179,7 +179,7 @@ static T2 void block_scale_table(const nvfp4_code_block *blk, __m256 gsv, uint8_
  * (the edge table's keys) to key, read off the block's table by each
  * group's largest magnitude code; a NaN magnitude (0x7f) sets *nan. */
 static T2 INL void block_scales(const uint8_t *p, const nvfp4_code_block *blk, const block_cache *bc, int32_t *key,
-                                uint8_t *sc, unsigned *nan)
+                                uint8_t *sc, uint64_t *nan)
 {
     __m256i a[4], m[4];
     load_block(p, _mm256_set1_epi8((char)blk->flip), a, m);
@@ -226,7 +226,7 @@ static T2 INL void block_codes(const uint8_t *p, const nvfp4_code_block *blk, nv
 #define PREFETCH_AHEAD 4096
 
 static T2 INL void chunk_blocks(const uint8_t *p, unsigned nb, const nvfp4_code_block *blk, nvfp4_thr_table *tt,
-                                block_cache *bc, uint8_t *pk, uint8_t *sc, unsigned *nan)
+                                block_cache *bc, uint8_t *pk, uint8_t *sc, uint64_t *nan)
 {
     int32_t key[CHUNK_BLOCKS * GROUPS_PER_BLOCK] __attribute__((aligned(32)));
     for (unsigned b = 0; b < nb; b++) {
@@ -240,46 +240,59 @@ static T2 INL void chunk_blocks(const uint8_t *p, unsigned nb, const nvfp4_code_
                     pk + b * NVFP4_CODE_BLOCK / 2);
 }
 
-/* A block narrower than 128 columns (the row's last) through a copy padded
- * with code 0, whose groups' output is dropped. */
-static T2 void short_block(const uint8_t *p, unsigned ng, const nvfp4_code_block *blk, nvfp4_thr_table *tt,
-                           block_cache *bc, uint8_t *pk, uint8_t *sc, unsigned *nan)
+/* A block's tables for one call's rows: no edges built yet, its scale table. */
+static T2 INL void block_ready(const nvfp4_code_block *blk, __m256 gsv, block_cache *bc)
 {
-    uint8_t in[NVFP4_CODE_BLOCK] = {0}, packed[NVFP4_CODE_BLOCK / 2], scales[GROUPS_PER_BLOCK];
-    memcpy(in, p, ng * NVFP4_GROUP);
-    chunk_blocks(in, 1, blk, tt, bc, packed, scales, nan);
-    memcpy(pk, packed, ng * NVFP4_GROUP / 2);
-    memcpy(sc, scales, ng);
+    memset(bc->built, 0, sizeof bc->built);
+    memset(bc->e, UNBUILT, sizeof bc->e);
+    block_scale_table(blk, gsv, bc->scale);
 }
 
-static T2 int code_rows_256(const uint8_t *codes, uint64_t cols, uint64_t nrows, const nvfp4_code_block *blocks,
-                            float gs, block_cache *bc, uint8_t *packed, uint8_t *scales)
-{
-    uint64_t groups = cols / NVFP4_GROUP, whole = cols / NVFP4_CODE_BLOCK;
-    __m256 gsv = _mm256_set1_ps(gs);
-    unsigned nan = 0;
-    nvfp4_thr_table tt;
-    nvfp4_thr_init(&tt, gs);
-    for (uint64_t b = 0; b < (cols + NVFP4_CODE_BLOCK - 1) / NVFP4_CODE_BLOCK; b++) {
-        memset(bc[b].built, 0, sizeof bc[b].built);
-        memset(bc[b].e, UNBUILT, sizeof bc[b].e);
-        block_scale_table(&blocks[b], gsv, bc[b].scale);
+/* A width's rows (code_rows_256, code_rows_512), CHUNK taking whole blocks
+ * a few at a time and READY readying each block's tables: a macro, as a
+ * function of the AVX2 target cannot inline the AVX-512 pieces (the bf16
+ * kernel's rows in nvfp4_simd.c are made the same way). A block narrower
+ * than 128 columns (the row's last) goes through SHORT, a copy padded with
+ * code 0 whose groups' output is dropped, out of line so the row loop
+ * holds one copy of CHUNK. */
+#define DEFINE_CODE_ROWS(ROWS, SHORT, TARGET, CHUNK, READY)                                                        \
+    static TARGET void SHORT(const uint8_t *p, unsigned ng, const nvfp4_code_block *blk, nvfp4_thr_table *tt,     \
+                             block_cache *bc, uint8_t *pk, uint8_t *sc, uint64_t *nan)                             \
+    {                                                                                                              \
+        uint8_t in[NVFP4_CODE_BLOCK] = {0}, packed[NVFP4_CODE_BLOCK / 2], scales[GROUPS_PER_BLOCK];                \
+        memcpy(in, p, ng * NVFP4_GROUP);                                                                           \
+        CHUNK(in, 1, blk, tt, bc, packed, scales, nan);                                                            \
+        memcpy(pk, packed, ng * NVFP4_GROUP / 2);                                                                  \
+        memcpy(sc, scales, ng);                                                                                    \
+    }                                                                                                              \
+                                                                                                                   \
+    static TARGET int ROWS(const uint8_t *codes, uint64_t cols, uint64_t nrows, const nvfp4_code_block *blocks,   \
+                           float gs, block_cache *bc, uint8_t *packed, uint8_t *scales)                           \
+    {                                                                                                              \
+        uint64_t groups = cols / NVFP4_GROUP, whole = cols / NVFP4_CODE_BLOCK;                                     \
+        __m256 gsv = _mm256_set1_ps(gs);                                                                           \
+        uint64_t nan = 0;                                                                                          \
+        nvfp4_thr_table tt;                                                                                        \
+        nvfp4_thr_init(&tt, gs);                                                                                   \
+        for (uint64_t b = 0; b < (cols + NVFP4_CODE_BLOCK - 1) / NVFP4_CODE_BLOCK; b++)                            \
+            READY(&blocks[b], gsv, &bc[b]);                                                                        \
+        for (uint64_t r = 0; r < nrows; r++) {                                                                     \
+            const uint8_t *row = codes + r * cols;                                                                 \
+            uint8_t *pk = packed + r * (cols / 2), *sc = scales + r * groups;                                      \
+            for (uint64_t b = 0; b < whole; b += CHUNK_BLOCKS) {                                                   \
+                unsigned nb = whole - b < CHUNK_BLOCKS ? (unsigned)(whole - b) : CHUNK_BLOCKS;                     \
+                CHUNK(row + b * NVFP4_CODE_BLOCK, nb, &blocks[b], &tt, &bc[b], pk + b * NVFP4_CODE_BLOCK / 2,      \
+                      sc + b * GROUPS_PER_BLOCK, &nan);                                                            \
+            }                                                                                                      \
+            uint64_t g0 = whole * GROUPS_PER_BLOCK;                                                                \
+            if (g0 < groups)                                                                                       \
+                SHORT(row + g0 * NVFP4_GROUP, (unsigned)(groups - g0), &blocks[whole], &tt, &bc[whole],            \
+                      pk + g0 * 8, sc + g0, &nan);                                                                 \
+        }                                                                                                          \
+        return nan != 0;                                                                                           \
     }
-    for (uint64_t r = 0; r < nrows; r++) {
-        const uint8_t *row = codes + r * cols;
-        uint8_t *pk = packed + r * (cols / 2), *sc = scales + r * groups;
-        for (uint64_t b = 0; b < whole; b += CHUNK_BLOCKS) {
-            unsigned nb = whole - b < CHUNK_BLOCKS ? (unsigned)(whole - b) : CHUNK_BLOCKS;
-            chunk_blocks(row + b * NVFP4_CODE_BLOCK, nb, &blocks[b], &tt, &bc[b], pk + b * NVFP4_CODE_BLOCK / 2,
-                         sc + b * GROUPS_PER_BLOCK, &nan);
-        }
-        uint64_t g0 = whole * GROUPS_PER_BLOCK;
-        if (g0 < groups)
-            short_block(row + g0 * NVFP4_GROUP, (unsigned)(groups - g0), &blocks[whole], &tt, &bc[whole],
-                        pk + g0 * 8, sc + g0, &nan);
-    }
-    return nan != 0;
-}
+
+DEFINE_CODE_ROWS(code_rows_256, short_block, T2, chunk_blocks, block_ready)
 
 /* ---- AVX-512 (BW, VBMI): a block's eight groups in two registers --------
  * The same decisions with a block in two 64-byte registers: the eight
@@ -363,7 +376,7 @@ __attribute__((cold, noinline)) static T5 void carry_edges_512(nvfp4_thr_table *
 /* Phase one for a block: its scale bytes to sc and its groups' edges, the
  * edges carried first where a scale code is new to the block. */
 static T5 INL __m512i block_scales_512(const uint8_t *p, const nvfp4_code_block *blk, nvfp4_thr_table *tt,
-                                       block_cache *bc, uint8_t *sc, __mmask64 *nan)
+                                       block_cache *bc, uint8_t *sc, uint64_t *nan)
 {
     __m512i m0 = _mm512_and_si512(_mm512_loadu_si512(p), _mm512_set1_epi8(0x7f));
     __m512i m1 = _mm512_and_si512(_mm512_loadu_si512(p + 64), _mm512_set1_epi8(0x7f));
@@ -398,7 +411,7 @@ static T5 INL void block_codes_512(const uint8_t *p, uint8_t flip, __m512i e, ui
 
 static T5 INL void chunk_blocks_512(const uint8_t *p, unsigned nb, const nvfp4_code_block *blk,
                                     nvfp4_thr_table *tt, block_cache *bc, uint8_t *pk, uint8_t *sc,
-                                    __mmask64 *nan)
+                                    uint64_t *nan)
 {
     __m512i e[CHUNK_BLOCKS];
     for (unsigned b = 0; b < nb; b++) {
@@ -411,47 +424,16 @@ static T5 INL void chunk_blocks_512(const uint8_t *p, unsigned nb, const nvfp4_c
         block_codes_512(p + b * NVFP4_CODE_BLOCK, blk[b].flip, e[b], pk + b * NVFP4_CODE_BLOCK / 2);
 }
 
-static T5 void short_block_512(const uint8_t *p, unsigned ng, const nvfp4_code_block *blk, nvfp4_thr_table *tt,
-                               block_cache *bc, uint8_t *pk, uint8_t *sc, __mmask64 *nan)
+/* block_ready, and the magnitudes' top halves for carry_edges_512 */
+static T5 INL void block_ready_512(const nvfp4_code_block *blk, __m256 gsv, block_cache *bc)
 {
-    uint8_t in[NVFP4_CODE_BLOCK] = {0}, packed[NVFP4_CODE_BLOCK / 2], scales[GROUPS_PER_BLOCK];
-    memcpy(in, p, ng * NVFP4_GROUP);
-    chunk_blocks_512(in, 1, blk, tt, bc, packed, scales, nan);
-    memcpy(pk, packed, ng * NVFP4_GROUP / 2);
-    memcpy(sc, scales, ng);
+    block_ready(blk, gsv, bc);
+    for (int c = 0; c < 128; c += 16)
+        _mm256_storeu_si256((__m256i *)(bc->mag16 + c),
+                            _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_loadu_si512(blk->mag + c), 16)));
 }
 
-static T5 int code_rows_512(const uint8_t *codes, uint64_t cols, uint64_t nrows, const nvfp4_code_block *blocks,
-                            float gs, block_cache *bc, uint8_t *packed, uint8_t *scales)
-{
-    uint64_t groups = cols / NVFP4_GROUP, whole = cols / NVFP4_CODE_BLOCK;
-    __m256 gsv = _mm256_set1_ps(gs);
-    __mmask64 nan = 0;
-    nvfp4_thr_table tt;
-    nvfp4_thr_init(&tt, gs);
-    for (uint64_t b = 0; b < (cols + NVFP4_CODE_BLOCK - 1) / NVFP4_CODE_BLOCK; b++) {
-        memset(bc[b].built, 0, sizeof bc[b].built);
-        memset(bc[b].e, UNBUILT, sizeof bc[b].e);
-        block_scale_table(&blocks[b], gsv, bc[b].scale);
-        for (int c = 0; c < 128; c += 16)
-            _mm256_storeu_si256((__m256i *)(bc[b].mag16 + c),
-                                _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_loadu_si512(blocks[b].mag + c), 16)));
-    }
-    for (uint64_t r = 0; r < nrows; r++) {
-        const uint8_t *row = codes + r * cols;
-        uint8_t *pk = packed + r * (cols / 2), *sc = scales + r * groups;
-        for (uint64_t b = 0; b < whole; b += CHUNK_BLOCKS) {
-            unsigned nb = whole - b < CHUNK_BLOCKS ? (unsigned)(whole - b) : CHUNK_BLOCKS;
-            chunk_blocks_512(row + b * NVFP4_CODE_BLOCK, nb, &blocks[b], &tt, &bc[b],
-                             pk + b * NVFP4_CODE_BLOCK / 2, sc + b * GROUPS_PER_BLOCK, &nan);
-        }
-        uint64_t g0 = whole * GROUPS_PER_BLOCK;
-        if (g0 < groups)
-            short_block_512(row + g0 * NVFP4_GROUP, (unsigned)(groups - g0), &blocks[whole], &tt, &bc[whole],
-                            pk + g0 * 8, sc + g0, &nan);
-    }
-    return nan != 0;
-}
+DEFINE_CODE_ROWS(code_rows_512, short_block_512, T5, chunk_blocks_512, block_ready_512)
 
 static int cpu_512_ok(void)
 {
