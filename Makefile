@@ -129,16 +129,16 @@ $(B)/bench-kernels: bench/kernels.c bench/bench_clock.h $(B)/libfp4forge.a
 bench-kernels: $(B)/bench-kernels
 	@$(B)/bench-kernels
 
-$(B)/bench-mse: bench/mse_kernels.c bench/bench_clock.h $(B)/libfp4forge.a
+$(B)/bench-mse: bench/mse_kernels.c bench/bench_clock.h bench/bench_rand.h $(B)/libfp4forge.a
 	$(CC) $(CFLAGS) -Isrc/kernels $< $(B)/libfp4forge.a $(LIBS) -o $@
 
-$(B)/bench-int4: bench/int4_kernel.c bench/bench_clock.h $(B)/libfp4forge.a
+$(B)/bench-int4: bench/int4_kernel.c bench/bench_clock.h bench/bench_rand.h $(B)/libfp4forge.a
 	$(CC) $(CFLAGS) -Isrc/kernels $< $(B)/libfp4forge.a $(LIBS) -o $@
 
 bench-int4: $(B)/bench-int4
 	@$(B)/bench-int4
 
-$(B)/bench-code-rows: bench/code_rows.c bench/bench_clock.h $(B)/libfp4forge.a
+$(B)/bench-code-rows: bench/code_rows.c bench/bench_clock.h bench/bench_rand.h $(B)/libfp4forge.a
 	$(CC) $(CFLAGS) -Isrc/kernels $< $(B)/libfp4forge.a $(LIBS) -o $@
 
 bench-code-rows: $(B)/bench-code-rows

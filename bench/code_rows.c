@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bench_clock.h"
+#include "bench_rand.h"
 #include "fp8_block.h"
 #include "nvfp4.h"
 #include "nvfp4_code_rows.h"
@@ -22,15 +23,10 @@
 #define COLS 7168
 #define BLK 128
 
-static uint64_t next(uint64_t *r)
-{
-    *r ^= *r << 13, *r ^= *r >> 7, *r ^= *r << 17;
-    return *r;
-}
-
 static double gaussian(uint64_t *r)
 {
-    double u = ((double)(next(r) >> 11) + 0.5) / 9007199254740992.0, v = (double)(next(r) >> 11) / 9007199254740992.0;
+    double u = ((double)(bench_next(r) >> 11) + 0.5) / 9007199254740992.0;
+    double v = (double)(bench_next(r) >> 11) / 9007199254740992.0;
     return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
 }
 
@@ -60,7 +56,7 @@ static void fill(uint8_t *codes, float *scales)
     for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++)
         codes[i] = e4m3_code(fmax(-448.0, fmin(448.0, gaussian(&r) * 448.0 / 4.5)));
     for (uint64_t b = 0; b < (uint64_t)(ROWS / BLK) * (COLS / BLK); b++)
-        scales[b] = 2e-5f * (1.0f + (float)(next(&r) % 1000) / 250.0f);
+        scales[b] = 2e-5f * (1.0f + (float)(bench_next(&r) % 1000) / 250.0f);
 }
 
 static void reference(const uint8_t *codes, const float *scales, float gs, uint8_t *pk, uint8_t *sc)

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "bench_clock.h"
+#include "bench_rand.h"
 #include "nvfp4.h"
 #include "nvfp4_int4_rows.h"
 #include "nvfp4_simd.h"
@@ -19,12 +20,6 @@
 #define ROWS 2048
 #define COLS 7168
 #define GROUP 32
-
-static uint64_t next(uint64_t *r)
-{
-    *r ^= *r << 13, *r ^= *r >> 7, *r ^= *r << 17;
-    return *r;
-}
 
 /* (code - 8) * scale rounded to bf16, as compressed-tensors decodes */
 static void decode(const void *ctx, const uint8_t packed[8], uint16_t scale, uint16_t out[16])
@@ -41,14 +36,14 @@ static void fill(uint8_t *codes, uint16_t *scales)
 {
     uint64_t r = 88172645463325252ull;
     for (uint64_t i = 0; i < (uint64_t)ROWS * COLS / 2; i++) {
-        uint64_t x = next(&r);
+        uint64_t x = bench_next(&r);
         int a = 4 + (int)(x % 9), b = 3 + (int)((x >> 8) % 11);
         if (((x >> 20) & 63) == 0)
             a = 0;
         codes[i] = (uint8_t)(a | b << 4);
     }
     for (uint64_t i = 0; i < (uint64_t)ROWS * COLS / GROUP; i++)
-        scales[i] = ff_f32_to_bf16(0.001f * (1.0f + (float)(next(&r) % 400) / 100.0f));
+        scales[i] = ff_f32_to_bf16(0.001f * (1.0f + (float)(bench_next(&r) % 400) / 100.0f));
 }
 
 /* the route the kernel replaces: every group decoded, then the bf16 kernel */

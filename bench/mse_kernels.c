@@ -10,14 +10,14 @@
 #include <string.h>
 
 #include "bench_clock.h"
+#include "bench_rand.h"
 #include "nvfp4_mse.h"
 
 #define REPS 5
 
 static double uniform(uint64_t *r)
 {
-    *r ^= *r << 13, *r ^= *r >> 7, *r ^= *r << 17;
-    return ((double)(*r >> 11) + 0.5) / 9007199254740992.0;
+    return ((double)(bench_next(r) >> 11) + 0.5) / 9007199254740992.0;
 }
 
 /* Gaussian weights (Box-Muller), sigma 0.02: a trained Linear's scale */
