@@ -45,7 +45,6 @@ static uint32_t first_reaching(float eff, int k)
 void nvfp4_thr_init(nvfp4_thr_table *t, float gs)
 {
     t->gs = gs;
-    memset(t->built, 0, sizeof t->built);
     memset(t->built_bits, 0, sizeof t->built_bits);
 }
 
@@ -60,13 +59,12 @@ static void build_entry(nvfp4_thr_table *t, uint8_t scale_code)
         uint32_t below = first - 1;   /* first >= 1: 0 / eff is 0, bucket 0 */
         e->edge[k] = (int32_t)(below | below << 16);
     }
-    t->built[scale_code] = 1;
     t->built_bits[scale_code >> 5] |= 1u << (scale_code & 31);
 }
 
 void nvfp4_thr_build_codes(nvfp4_thr_table *t, const int32_t *codes, unsigned n)
 {
     for (unsigned i = 0; i < n; i++)
-        if (!t->built[codes[i] & 0x7f])
+        if (!(t->built_bits[(codes[i] & 0x7f) >> 5] >> (codes[i] & 31) & 1u))
             build_entry(t, (uint8_t)(codes[i] & 0x7f));
 }

@@ -20,8 +20,7 @@ typedef struct {
  * since 64 rows of real-geometry weights meet ~17 of the 126 codes. */
 typedef struct {
     float gs;
-    uint8_t built[128];
-    uint32_t built_bits[4];   /* built[] as bits: code c is bit c % 32 of word c / 32 */
+    uint32_t built_bits[4];   /* code c's edges are built: bit c % 32 of word c / 32 */
     nvfp4_thr code[128];
 } nvfp4_thr_table;
 
