@@ -35,12 +35,17 @@ typedef struct code_edges {
 typedef struct block_cache {
     code_edges e[128];
     uint16_t mag16[128];   /* mag[c] >> 16, for the AVX-512 carry's compares */
-    uint8_t built[128];
     /* the scale code of a group whose largest magnitude code is c: a
      * function of the block and c alone, so found once per block for all
      * 128 instead of once per group */
     uint8_t scale[128];
 } block_cache;
+
+/* whether scale code key's edges are carried yet (UNBUILT: not) */
+static int edges_built(const block_cache *bc, unsigned key)
+{
+    return bc->e[key].c[0] != (int8_t)UNBUILT;
+}
 
 /* The last code c <= 126 with mag[c] <= top, or -1: a binary search, mag
  * being sorted. */
@@ -96,11 +101,10 @@ __attribute__((cold, noinline)) static void carry_edges(const nvfp4_code_block *
     nvfp4_thr_build_codes(tt, codes, n);
     for (unsigned g = 0; g < n; g++) {
         unsigned key = (unsigned)codes[g];
-        if (bc->built[key])
+        if (edges_built(bc, key))
             continue;
         for (int k = 0; k < 8; k++)
             bc->e[key].c[k] = (int8_t)last_at_or_below(blk, (uint32_t)tt->code[key].edge[k] & 0xffffu);
-        bc->built[key] = 1;
     }
 }
 
@@ -243,7 +247,6 @@ static T2 INL void chunk_blocks(const uint8_t *p, unsigned nb, const nvfp4_code_
 /* A block's tables for one call's rows: no edges built yet, its scale table. */
 static T2 INL void block_ready(const nvfp4_code_block *blk, __m256 gsv, block_cache *bc)
 {
-    memset(bc->built, 0, sizeof bc->built);
     memset(bc->e, UNBUILT, sizeof bc->e);
     block_scale_table(blk, gsv, bc->scale);
 }
@@ -358,7 +361,7 @@ __attribute__((cold, noinline)) static T5 void carry_edges_512(nvfp4_thr_table *
         mag[i] = _mm512_loadu_si512(bc->mag16 + 32 * i);
     for (unsigned g = 0; g < n; g++) {
         unsigned key = (unsigned)keys[g];
-        if (bc->built[key])
+        if (edges_built(bc, key))
             continue;
 #pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
@@ -369,7 +372,6 @@ __attribute__((cold, noinline)) static T5 void carry_edges_512(nvfp4_thr_table *
                         __builtin_popcount(_mm512_mask_cmple_epu16_mask(0x7fffffffu, mag[3], edge));   /* not 127 */
             bc->e[key].c[k] = (int8_t)(count - 1);
         }
-        bc->built[key] = 1;
     }
 }
 
