@@ -104,11 +104,6 @@ static T5 void rows_512_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row
         row_512(w, t, (row0 + r) * cols, groups, gsv, packed + r * (cols / 2), scales + r * groups);
 }
 
-static T5 void rows_512_thr(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
-                            uint8_t *s, nvfp4_side *side);
-static T2 void rows_256_thr(const void *w, uint64_t c, uint64_t r0, uint64_t n, float gs, uint8_t *p,
-                            uint8_t *s, nvfp4_side *side);
-
 /* The threshold kernel's codes two groups a 512-bit register
  * (chunk_thr_512) paid on AMD (Zen 5: bench-kernels 11.3 -> 13.6 GB/s a
  * core). On Intel its word permutes and mask compares all take one port,
@@ -121,14 +116,13 @@ static int thr_512_pays(void)
 }
 
 /* bf16 takes the threshold kernel (no division: faster than this one on
- * both AMD and Intel, bench/kernels.c, 2026-12-04 in docs/bench.md). */
+ * both AMD and Intel, bench/kernels.c, 2026-12-04 in docs/bench.md), at the
+ * width nvfp4_quantize_rows_side picks for this kernel, with no side. */
 void nvfp4_quantize_rows_avx512(const void *w, ff_dtype t, uint64_t cols, uint64_t row0,
                                 uint64_t nrows, float gs, uint8_t *packed, uint8_t *scales)
 {
-    if (t == FF_DT_BF16 && thr_512_pays())
-        rows_512_thr(w, cols, row0, nrows, gs, packed, scales, NULL);
-    else if (t == FF_DT_BF16)
-        rows_256_thr(w, cols, row0, nrows, gs, packed, scales, NULL);
+    if (t == FF_DT_BF16)
+        nvfp4_quantize_rows_side(nvfp4_quantize_rows_avx512, w, cols, row0, nrows, gs, packed, scales, NULL);
     else
         rows_512_t(w, t, cols, row0, nrows, gs, packed, scales);
 }

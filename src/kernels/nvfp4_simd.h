@@ -28,7 +28,8 @@ typedef struct nvfp4_side {
 /* 1 when kernel k quantizes bf16 with nvfp4_quantize_rows_side's code. */
 int nvfp4_side_ok(nvfp4_rows_fn k);
 /* kernel k's bytes for bf16 rows, by k's own code (k as nvfp4_side_ok
- * allows), and side's max. */
+ * allows), and side's max (side NULL: none; the AVX-512 kernel's bf16 rows
+ * come this way, so its width is chosen in one place). */
 void nvfp4_quantize_rows_side(nvfp4_rows_fn k, const void *w, uint64_t cols, uint64_t row0, uint64_t nrows,
                               float gs, uint8_t *packed, uint8_t *scales, nvfp4_side *side);
 
