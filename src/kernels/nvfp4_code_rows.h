@@ -43,7 +43,7 @@ int nvfp4_quantize_code_rows(const uint8_t *codes, uint64_t cols, uint64_t nrows
                              float gs, void *work, uint8_t *packed, uint8_t *scales);
 
 /* 1 when this CPU runs the kernel at `width` bits: 256 (AVX2) or 512
- * (AVX-512BW, the default where it runs). */
+ * (AVX-512 BW and VBMI, the default where it runs). */
 int nvfp4_code_rows_width_ok(int width);
 
 /* The width that bf16 kernel k (nvfp4.h) stands for: 512 for the AVX-512

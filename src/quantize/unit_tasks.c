@@ -162,8 +162,8 @@ static int quant_codes(unit_job *j, size_t t, int worker, uint8_t *pk, uint8_t *
     if (nb * sizeof *blocks + nvfp4_code_rows_work(r->cols) > j->scratch[worker].cap ||
         qs_rows_code_blocks(r, row, n, blocks))
         return 1;
-    return nvfp4_quantize_code_rows_width(nvfp4_code_rows_width_for(j->kernel), r->data + row * r->cols, r->cols, n, blocks, j->gs, blocks + nb,
-                                          pk, sc);
+    return nvfp4_quantize_code_rows_width(nvfp4_code_rows_width_for(j->kernel), r->data + row * r->cols, r->cols, n,
+                                          blocks, j->gs, blocks + nb, pk, sc);
 }
 
 /* A compressed-tensors INT4 member's task quantized from its codes
