@@ -113,6 +113,15 @@ static CODES_T5 __m512 abs512(__m512 x)
     return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
 }
 
+/* Round to bf16 and back, RNE on the bits (ff_round_bf16 for non-NaN). */
+static CODES_T5 __m512 bf16_round_512(__m512 s)
+{
+    __m512i u = _mm512_castps_si512(s);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+    return _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
 /* Sixteen groups' scales from their rounded amax / 6 (the caller rounds as
  * its dtype or observer does): e4m3 codes and the f32 value eff = s8/gs. */
 static CODES_T5 __m512i scales_from_512(__m512 s6, __m512 gsv, __m512 *eff)
@@ -136,6 +145,12 @@ static CODES_T5 __m512i scales_from_512(__m512 s6, __m512 gsv, __m512 *eff)
     v = _mm512_mask_mov_ps(v, zero, _mm512_set1_ps(NVFP4_ZERO_SCALE));
     *eff = _mm512_div_ps(v, gsv);
     return code;
+}
+
+/* scales_bf16_256 for sixteen groups. */
+static CODES_T5 __m512i scales_bf16_512(__m512 amax, __m512 gsv, __m512 *eff)
+{
+    return scales_from_512(bf16_round_512(_mm512_div_ps(amax, _mm512_set1_ps(NVFP4_FP4_MAX))), gsv, eff);
 }
 
 /* One group of 16: codes, pairs packed low nibble first, 8 bytes out.

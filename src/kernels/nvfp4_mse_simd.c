@@ -37,15 +37,6 @@ static const float mse_q[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
 /* ---------------------------------------------------------------- AVX-512 */
 
-/* round to bf16 and back, RNE on the bits (ff_round_bf16 for non-NaN) */
-static T5 INL __m512 rbf16_512(__m512 s)
-{
-    __m512i u = _mm512_castps_si512(s);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-    return _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u)));
-}
-
 /* R_bf16 of a positive f32 below 2^111 by Veltkamp's split (hi = t - (t - v)
  * with t = v (2^16 + 1)): the top 8 significant bits rounded to nearest,
  * ties to even, 3 ops instead of 5 (test_veltkamp_every_value: every f32
@@ -206,7 +197,7 @@ static T5 INL void step_tables_512(__m512 s, __m512i *tt, __m512i *dd)
         __m512i tb = _mm512_add_epi32(_mm512_srli_epi32(t, 16), _mm512_set1_epi32(1));
         tt[j] = _mm512_or_si512(tb, _mm512_slli_epi32(tb, 16));
         /* R(0 * inf) is NaN too */
-        __m512i db = _mm512_castps_si512(rbf16_512(_mm512_mul_ps(s, _mm512_set1_ps(mse_q[j]))));
+        __m512i db = _mm512_castps_si512(bf16_round_512(_mm512_mul_ps(s, _mm512_set1_ps(mse_q[j]))));
         dd[j] = _mm512_or_si512(db, _mm512_srli_epi32(db, 16));
     }
 }
@@ -233,8 +224,8 @@ static T5 INL int block_in_range(const __m512 ax[16], __m512 amax, const nvfp4_m
 /* step p's local scale R(R(A * p) / 6), a zero one made bf16's eps */
 static T5 INL __m512 step_scale_512(__m512 A, float p)
 {
-    __m512 c = rbf16_512(_mm512_mul_ps(A, _mm512_set1_ps(p)));
-    __m512 s = rbf16_512(_mm512_div_ps(c, _mm512_set1_ps(NVFP4_FP4_MAX)));
+    __m512 c = bf16_round_512(_mm512_mul_ps(A, _mm512_set1_ps(p)));
+    __m512 s = bf16_round_512(_mm512_div_ps(c, _mm512_set1_ps(NVFP4_FP4_MAX)));
     return _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, _mm512_setzero_ps(), _CMP_EQ_OQ), _mm512_set1_ps(BF16_EPS));
 }
 
@@ -258,7 +249,7 @@ static T5 INL void block_steps_512(const __m512i x2[8], const __m512 ax[16], __m
             acc = _mm512_add_ps(acc, pow_bf16_512(u0, r0, pr, checked));
             acc = _mm512_add_ps(acc, pow_bf16_512(u1, r1, pr, checked));
         }
-        ev[i] = rbf16_512(acc);
+        ev[i] = bf16_round_512(acc);
     }
 }
 
@@ -290,12 +281,12 @@ static T5 INL void block_steps_gather_512(const __m512 ax[16], __m512 A, const n
         __m512 s = step_scale_512(A, pl->p[i]);
         for (int j = 0; j < 8; j++) {
             t[j] = _mm512_mul_ps(s, _mm512_set1_ps(mse_mid[j]));
-            d[j] = rbf16_512(_mm512_mul_ps(s, _mm512_set1_ps(mse_q[j])));   /* R(0 * inf) is NaN too */
+            d[j] = bf16_round_512(_mm512_mul_ps(s, _mm512_set1_ps(mse_q[j])));   /* R(0 * inf) is NaN too */
         }
         __m512 acc = _mm512_setzero_ps();
         for (int k = 0; k < 16; k++)
             acc = _mm512_add_ps(acc, elem_error_gather_512(ax[k], t, d, pow));
-        ev[i] = rbf16_512(acc);
+        ev[i] = bf16_round_512(acc);
     }
 }
 
@@ -310,7 +301,7 @@ static T5 INL void block_errors_512(const uint16_t *p, unsigned ng, const nvfp4_
     __m512 amax = ax[0];
     for (int k = 1; k < 16; k++)
         amax = _mm512_max_ps(amax, ax[k]);
-    __m512 A = rbf16_512(_mm512_mul_ps(amax, _mm512_set1_ps(pl->expand)));
+    __m512 A = bf16_round_512(_mm512_mul_ps(amax, _mm512_set1_ps(pl->expand)));
     if (!arith) {
         block_steps_gather_512(ax, A, pl, pl->pow, ev);
         return;
@@ -506,14 +497,6 @@ static T2 void groups_256(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_p
 
 /* -------------------------------------------------- quantizing with ranges */
 
-/* scales_512 of nvfp4_simd.c for bf16 (AVX2: scales_bf16_256): R(range / 6) * gs,
- * min 448, RNE to e4m3 (3 mantissa bits on the f32 bits, rint(s * 512) / 512
- * below 2^-6), 0 -> 0.125; eff = s8 / gs. */
-static T5 INL __m512i scales_512(__m512 amax, __m512 gsv, __m512 *eff)
-{
-    return scales_from_512(rbf16_512(_mm512_div_ps(amax, _mm512_set1_ps(NVFP4_FP4_MAX))), gsv, eff);
-}
-
 
 static T5 void ranges_row_512(const uint16_t *w, uint64_t groups, float gs, const float *gamax, uint8_t *pk,
                               uint8_t *sc)
@@ -524,7 +507,7 @@ static T5 void ranges_row_512(const uint16_t *w, uint64_t groups, float gs, cons
         __mmask16 live = (__mmask16)((1u << ng) - 1);
         float ef[16];
         __m512 eff;
-        __m512i code = scales_512(_mm512_maskz_loadu_ps(live, gamax + g0), gsv, &eff);
+        __m512i code = scales_bf16_512(_mm512_maskz_loadu_ps(live, gamax + g0), gsv, &eff);
         _mm512_storeu_ps(ef, eff);
         _mm512_mask_cvtepi32_storeu_epi8(sc + g0, live, code);
         for (unsigned g = 0; g < ng; g++) {

@@ -252,6 +252,9 @@ static T2 INL __m256 amax8_bf16(const uint16_t *p)
  * VM 6.9 and 8.4-8.6. 24 groups was at or near the best of 16 to 256 on
  * both; its 768 bytes of bf16 are still in L1 for the second phase. */
 #define THR_CHUNK_GROUPS 24
+#ifndef THR_CHUNK_GROUPS_512
+#define THR_CHUNK_GROUPS_512 64
+#endif
 /* The kernel asks for its input a page ahead: the hardware prefetchers stop
  * at each 4 KB page, and in a quantize run, its rows coming from DRAM, the
  * Intel host's kernel waited on them (bench/kernels.c cannot show it there:
@@ -260,37 +263,105 @@ static T2 INL __m256 amax8_bf16(const uint16_t *p)
  * kernel figures do not move. */
 #define PREFETCH_AHEAD 4096
 
+/* Eight groups' scale bytes to sc, their scale codes to cd and their edges'
+ * byte offsets in tt->code to off; the lanes whose codes have no edges in
+ * bits (tt->built_bits) come back set. */
+static T2 INL __m256i scales8_step(const uint16_t *p, __m256 gsv, __m256i bits, uint8_t *sc, int32_t *cd,
+                                   int32_t *off)
+{
+    /* an address past a row's padded copy is fine: prefetches never fault */
+    for (unsigned l = 0; l < 4; l++)
+        _mm_prefetch((const char *)((uintptr_t)p + PREFETCH_AHEAD + l * 64), _MM_HINT_T0);
+    __m256 eff;
+    __m256i codes = scales_bf16_256(amax8_bf16(p), gsv, &eff);
+    __m256i idx = _mm256_and_si256(codes, _mm256_set1_epi32(0x7f));
+    _mm256_store_si256((__m256i *)cd, idx);
+    _mm256_store_si256((__m256i *)off, _mm256_slli_epi32(idx, 5));
+    store_scale_bytes8(codes, sc);
+    /* whether each code's edges are built, from the bitmap (four words, one
+     * permute a vector): a byte load and test a group cost a tenth of the
+     * AVX-512 kernel */
+    __m256i word = _mm256_permutevar8x32_epi32(bits, _mm256_srli_epi32(idx, 5));
+    __m256i bit = _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_and_si256(idx, _mm256_set1_epi32(31)));
+    return _mm256_cmpeq_epi32(_mm256_and_si256(word, bit), _mm256_setzero_si256());
+}
+
 /* Phase one of a chunk: ng groups' (a multiple of 8, at most
  * THR_CHUNK_GROUPS) scale bytes to sc, and each group's edges' byte offset
  * in tt->code to off, the edges of scale codes new to tt built. */
 static T2 INL void chunk_scales(const uint16_t *p, unsigned ng, __m256 gsv, nvfp4_thr_table *tt, uint8_t *sc,
                                 int32_t *off)
 {
-    /* each group's scale code, and its edges' byte offset in tt->code found
-     * eight at a time here (per group, the scalar mask and shift shared the
-     * compares' ports on Intel) */
     int32_t cd[THR_CHUNK_GROUPS] __attribute__((aligned(32)));
     _Static_assert(sizeof(nvfp4_thr) == 32, "the offsets below shift by 5");
-    /* whether each code's edges are built, from the bitmap (four words, one
-     * permute a vector): a byte load and test a group cost a tenth of the
-     * AVX-512 kernel */
     __m256i bits = _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)tt->built_bits));
     __m256i unbuilt = _mm256_setzero_si256();
-    for (unsigned g0 = 0; g0 < ng; g0 += 8) {
-        /* an address past a row's padded copy is fine: prefetches never fault */
-        for (unsigned l = 0; l < 4; l++)
-            _mm_prefetch((const char *)((uintptr_t)(p + g0 * 16) + PREFETCH_AHEAD + l * 64), _MM_HINT_T0);
-        __m256 eff;
-        __m256i codes = scales_bf16_256(amax8_bf16(p + g0 * 16), gsv, &eff);
-        __m256i idx = _mm256_and_si256(codes, _mm256_set1_epi32(0x7f));
-        _mm256_store_si256((__m256i *)(cd + g0), idx);
-        _mm256_store_si256((__m256i *)(off + g0), _mm256_slli_epi32(idx, 5));
-        store_scale_bytes8(codes, sc + g0);
-        __m256i word = _mm256_permutevar8x32_epi32(bits, _mm256_srli_epi32(idx, 5));
-        __m256i bit = _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_and_si256(idx, _mm256_set1_epi32(31)));
-        unbuilt = _mm256_or_si256(unbuilt, _mm256_cmpeq_epi32(_mm256_and_si256(word, bit), _mm256_setzero_si256()));
-    }
+    for (unsigned g0 = 0; g0 < ng; g0 += 8)
+        unbuilt = _mm256_or_si256(unbuilt, scales8_step(p + g0 * 16, gsv, bits, sc + g0, cd + g0, off + g0));
     if (__builtin_expect(!_mm256_testz_si256(unbuilt, unbuilt), 0))
+        nvfp4_thr_build_codes(tt, cd, ng);
+}
+
+/* amax8_bf16 for sixteen groups, each register two of them (group 2k in
+ * its low 256 bits, 2k+1 in its high). After the same transpose-reduce,
+ * word k of 128-bit lane L holds register k's lane L's maximum: a swap of
+ * lane pairs finishes each group, and one word permute puts them in order. */
+static T5 INL __m512 amax16_bf16(const uint16_t *p)
+{
+    static const uint16_t order[32] __attribute__((aligned(64))) = {0, 16, 1, 17, 2, 18, 3, 19,
+                                                                    4, 20, 5, 21, 6, 22, 7, 23};
+    __m512i m[8], t[4], u[2];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++)
+        m[k] = _mm512_add_epi16(_mm512_and_si512(_mm512_loadu_si512(p + k * 32), _mm512_set1_epi16(0x7fff)),
+                                _mm512_set1_epi16(0x7f));
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++)
+        t[q] = _mm512_max_epi16(_mm512_unpacklo_epi16(m[2 * q], m[2 * q + 1]),
+                                _mm512_unpackhi_epi16(m[2 * q], m[2 * q + 1]));
+#pragma GCC unroll 2
+    for (int q = 0; q < 2; q++)
+        u[q] = _mm512_max_epi16(_mm512_unpacklo_epi32(t[2 * q], t[2 * q + 1]),
+                                _mm512_unpackhi_epi32(t[2 * q], t[2 * q + 1]));
+    __m512i v = _mm512_max_epi16(_mm512_unpacklo_epi64(u[0], u[1]), _mm512_unpackhi_epi64(u[0], u[1]));
+    v = _mm512_max_epi16(v, _mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+    __m256i h = _mm512_castsi512_si256(_mm512_permutexvar_epi16(_mm512_load_si512(order), v));
+    h = _mm256_sub_epi16(_mm256_max_epi16(h, _mm256_set1_epi16(0x7f)), _mm256_set1_epi16(0x7f));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* scales8_step for sixteen groups; the unbuilt lanes as a mask. */
+static T5 INL __mmask16 scales16_step(const uint16_t *p, __m512 gsv, __m512i bits, uint8_t *sc, int32_t *cd,
+                                      int32_t *off)
+{
+    for (unsigned l = 0; l < 8; l++)
+        _mm_prefetch((const char *)((uintptr_t)p + PREFETCH_AHEAD + l * 64), _MM_HINT_T0);
+    __m512 eff;
+    __m512i codes = scales_bf16_512(amax16_bf16(p), gsv, &eff);
+    __m512i idx = _mm512_and_si512(codes, _mm512_set1_epi32(0x7f));
+    _mm512_store_si512(cd, idx);
+    _mm512_store_si512(off, _mm512_slli_epi32(idx, 5));
+    _mm_storeu_si128((__m128i *)sc, _mm512_cvtepi32_epi8(codes));
+    __m512i word = _mm512_permutexvar_epi32(_mm512_srli_epi32(idx, 5), bits);
+    __m512i bit = _mm512_sllv_epi32(_mm512_set1_epi32(1), _mm512_and_si512(idx, _mm512_set1_epi32(31)));
+    return _mm512_testn_epi32_mask(word, bit);
+}
+
+/* chunk_scales sixteen groups a step, a last eight at 256 bits. */
+static T5 INL void chunk_scales_512(const uint16_t *p, unsigned ng, __m256 gsv, nvfp4_thr_table *tt, uint8_t *sc,
+                                    int32_t *off)
+{
+    int32_t cd[THR_CHUNK_GROUPS_512] __attribute__((aligned(64)));
+    __m128i map = _mm_loadu_si128((const __m128i *)tt->built_bits);
+    __m512 gsv16 = _mm512_set1_ps(_mm256_cvtss_f32(gsv));
+    __mmask16 unbuilt = 0;
+    unsigned g0 = 0;
+    for (; g0 + 16 <= ng; g0 += 16)
+        unbuilt |= scales16_step(p + g0 * 16, gsv16, _mm512_castsi128_si512(map), sc + g0, cd + g0, off + g0);
+    __m256i rest = _mm256_setzero_si256();
+    if (g0 < ng)
+        rest = scales8_step(p + g0 * 16, gsv, _mm256_castsi128_si256(map), sc + g0, cd + g0, off + g0);
+    if (__builtin_expect(unbuilt || !_mm256_testz_si256(rest, rest), 0))
         nvfp4_thr_build_codes(tt, cd, ng);
 }
 
@@ -356,8 +427,8 @@ static T5 INL __m512i pack8_thr_512(const __m512i *c)
 static T5 INL void chunk_thr_512(const uint16_t *p, unsigned ng, __m256 gsv, nvfp4_thr_table *tt, uint8_t *pk,
                                  uint8_t *sc)
 {
-    int32_t off[THR_CHUNK_GROUPS] __attribute__((aligned(32)));
-    chunk_scales(p, ng, gsv, tt, sc, off);
+    int32_t off[THR_CHUNK_GROUPS_512] __attribute__((aligned(64)));
+    chunk_scales_512(p, ng, gsv, tt, sc, off);
     for (unsigned g0 = 0; g0 < ng; g0 += 8) {
         __m512i c[4];
 #pragma GCC unroll 4
@@ -428,13 +499,13 @@ static T2 void side_finish(side_cursor *cur)
  * A row's last partial block of eight goes through a zero-padded copy, so
  * the chunks have no per-group bounds; side (or NULL): another tensor's
  * elements read along, their max |x| to side->max. */
-#define DEFINE_ROWS_THR(ROWS, ROW, TARGET, CHUNK)                                                                 \
+#define DEFINE_ROWS_THR(ROWS, ROW, TARGET, CHUNK, CHUNK_GROUPS)                                                                 \
     static TARGET INL void ROW(const uint16_t *w, uint64_t groups, __m256 gsv, nvfp4_thr_table *tt, uint8_t *pk, \
                                uint8_t *sc, side_cursor *cur)                                                    \
     {                                                                                                            \
         uint64_t g0 = groups & ~(uint64_t)7; /* the partial block's first group */                               \
-        for (uint64_t c0 = 0; c0 < g0; c0 += THR_CHUNK_GROUPS) {                                                 \
-            unsigned ng = g0 - c0 < THR_CHUNK_GROUPS ? (unsigned)(g0 - c0) : THR_CHUNK_GROUPS;                   \
+        for (uint64_t c0 = 0; c0 < g0; c0 += CHUNK_GROUPS) {                                                 \
+            unsigned ng = g0 - c0 < CHUNK_GROUPS ? (unsigned)(g0 - c0) : CHUNK_GROUPS;                   \
             CHUNK(w + c0 * 16, ng, gsv, tt, pk + c0 * 8, sc + c0);                                               \
             if (cur)                                                                                             \
                 side_step(cur);                                                                                  \
@@ -459,7 +530,7 @@ static T2 void side_finish(side_cursor *cur)
         nvfp4_thr_init(&tt, gs);                                                                                 \
         side_cursor cur = {.side = side, .acc = _mm256_setzero_si256()};                                         \
         if (side) {                                                                                              \
-            uint64_t chunks = n * (((groups & ~(uint64_t)7) + THR_CHUNK_GROUPS - 1) / THR_CHUNK_GROUPS);         \
+            uint64_t chunks = n * (((groups & ~(uint64_t)7) + CHUNK_GROUPS - 1) / CHUNK_GROUPS);         \
             cur.step = chunks ? (side->n / chunks + 15) & ~(uint64_t)15 : 0;                                     \
         }                                                                                                        \
         for (uint64_t r = 0; r < n; r++)                                                                         \
@@ -469,8 +540,8 @@ static T2 void side_finish(side_cursor *cur)
             side_finish(&cur);                                                                                   \
     }
 
-DEFINE_ROWS_THR(rows_256_thr, row_256_thr, T2, chunk_thr)
-DEFINE_ROWS_THR(rows_512_thr, row_512_thr, T5, chunk_thr_512)
+DEFINE_ROWS_THR(rows_256_thr, row_256_thr, T2, chunk_thr, THR_CHUNK_GROUPS)
+DEFINE_ROWS_THR(rows_512_thr, row_512_thr, T5, chunk_thr_512, THR_CHUNK_GROUPS_512)
 
 static T2 void rows_256_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row0, uint64_t nrows,
                           float gs, uint8_t *packed, uint8_t *scales)

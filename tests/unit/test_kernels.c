@@ -5,6 +5,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "dtype.h"
 #include "nvfp4.h"
@@ -123,8 +124,9 @@ static void check_kernel(const char *name)
     static const ff_dtype types[] = {FF_DT_BF16, FF_DT_F16, FF_DT_F32};
     /* widths: one group, a partial vector block, several full blocks + tail;
      * 41 and 80 groups: the bf16 kernel's 24-group chunks, whole, short and
-     * followed by a partial block */
-    static const uint64_t widths[] = {16, 48, 112, 256, 272, 656, 1280, 5376};
+     * followed by a partial block; 120 groups: a 64-group chunk of the
+     * AVX-512 threshold codes, then 56 (three 16-group steps and an 8) */
+    static const uint64_t widths[] = {16, 48, 112, 256, 272, 656, 1280, 1920, 5376};
     for (size_t ti = 0; ti < 3; ti++)
         for (int kind = -1; kind < 10; kind++)
             for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++)
@@ -206,6 +208,35 @@ static void kernel_avx512(void)
     check_all_bf16("avx512");
 }
 
+/* A scale first met in a chunk's last eight groups, after sixteen-group
+ * steps that met only known scales: those eight alone must have its edges
+ * built. Rows of 40 groups (two 16-group steps and an 8 at 512 bits, five
+ * 8-group steps at 256): every group at one magnitude but the last row's
+ * last eight, at another. */
+static void new_scale_in_chunk_tail(void)
+{
+    const char *names[] = {"avx2", "avx512"};
+    enum { ROWS = 4, COLS = 640 };
+    static uint16_t w[ROWS * COLS];
+    static uint8_t p0[ROWS * COLS / 2], s0[ROWS * COLS / 16], p1[ROWS * COLS / 2], s1[ROWS * COLS / 16];
+    for (size_t i = 0; i < ROWS * COLS; i++) {
+        float mag = i >= ROWS * COLS - 8 * NVFP4_GROUP ? 0.01f : 1.0f;
+        w[i] = ff_f32_to_bf16((unit_rand() * 2 - 1) * mag);
+    }
+    float amax;
+    uint64_t bad;
+    nvfp4_absmax(w, FF_DT_BF16, ROWS * COLS, &amax, &bad);
+    float gs = nvfp4_global_scale(amax, FF_DT_BF16);
+    nvfp4_quantize_rows_scalar(w, FF_DT_BF16, COLS, 0, ROWS, gs, p0, s0);
+    for (int k = 0; k < 2; k++) {
+        nvfp4_rows_fn fn = nvfp4_kernel_by_name(names[k]);
+        if (!fn)
+            continue;
+        fn(w, FF_DT_BF16, COLS, 0, ROWS, gs, p1, s1);
+        CHECK(!memcmp(p0, p1, sizeof p0) && !memcmp(s0, s1, sizeof s0));
+    }
+}
+
 static void kernel_best_is_known(void)
 {
     const char *name = NULL;
@@ -285,6 +316,7 @@ int main(void)
     RUN(thresholds_match_scalar);
     RUN(kernel_avx2);
     RUN(kernel_avx512);
+    RUN(new_scale_in_chunk_tail);
     RUN(absmax_fast_reports_nan);
     RUN(side_kernel_matches);
     return UNIT_END();
