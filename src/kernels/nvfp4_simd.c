@@ -104,17 +104,6 @@ static T5 void rows_512_t(const void *w, ff_dtype t, uint64_t cols, uint64_t row
         row_512(w, t, (row0 + r) * cols, groups, gsv, packed + r * (cols / 2), scales + r * groups);
 }
 
-/* The threshold kernel's codes two groups a 512-bit register
- * (chunk_thr_512) paid on AMD (Zen 5: bench-kernels 11.3 -> 13.6 GB/s a
- * core). On Intel its word permutes and mask compares all take one port,
- * where codes16_thr's compares spread over three, and it has not been
- * measured there: Intel keeps the AVX2 codes. */
-static int thr_512_pays(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_is("amd");
-}
-
 /* bf16 takes the threshold kernel (no division: faster than this one on
  * both AMD and Intel, bench/kernels.c, 2026-12-04 in docs/bench.md), at the
  * width nvfp4_quantize_rows_side picks for this kernel, with no side. */
@@ -614,7 +603,10 @@ void nvfp4_quantize_rows_side(nvfp4_rows_fn k, const void *w, uint64_t cols, uin
                               float gs, uint8_t *packed, uint8_t *scales, nvfp4_side *side)
 {
 #if defined(__x86_64__)
-    if (k == nvfp4_quantize_rows_avx512 && thr_512_pays())
+    /* the 512-bit codes on every AVX-512 CPU: on the lent hosts' Intel Xeon
+     * bench-kernels gave 7.5-8.9 GB/s a core against 5.8-7.8 for the AVX2
+     * codes in the same runs (docs/bench.md, "The bf16 scales at 512 bits") */
+    if (k == nvfp4_quantize_rows_avx512)
         rows_512_thr(w, cols, row0, nrows, gs, packed, scales, side);
     else
         rows_256_thr(w, cols, row0, nrows, gs, packed, scales, side);
