@@ -241,9 +241,10 @@ static T2 INL __m256 amax8_bf16(const uint16_t *p)
  * VM 6.9 and 8.4-8.6. 24 groups was at or near the best of 16 to 256 on
  * both; its 768 bytes of bf16 are still in L1 for the second phase. */
 #define THR_CHUNK_GROUPS 24
-#ifndef THR_CHUNK_GROUPS_512
+/* The AVX-512 chunks, their scales sixteen groups a step, wanted more
+ * groups in flight: bench-kernels on the AMD VM, 16 groups 12.1 GB/s, 24
+ * 14.4, 32 16.5, 48 to 256 18.3-19.0 (2026-12-07, docs/bench.md). */
 #define THR_CHUNK_GROUPS_512 64
-#endif
 /* The kernel asks for its input a page ahead: the hardware prefetchers stop
  * at each 4 KB page, and in a quantize run, its rows coming from DRAM, the
  * Intel host's kernel waited on them (bench/kernels.c cannot show it there:
