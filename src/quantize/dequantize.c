@@ -229,6 +229,13 @@ static int build_job(const ckpt *c, dq_job *j, ff_err *e)
  * DQ_TASK_MIN_BYTES, so many threads do not cut a batch into tiny writes. */
 #define DQ_TASKS_PER_THREAD 8
 #define DQ_TASK_MIN_BYTES (256ull << 10)
+/* Tasks in the file's write at once. ext4 holds the inode's lock through a
+ * buffered write, and a thread waiting for it spins: on the lent 16-core
+ * host, dequantize at 16 threads spent 10-11 s of system time so, against
+ * 1.3 s at 2 (docs/bench.md). One writer and one waiter keep the handoff
+ * a spin; the other tasks sleep on the gate. A mutex round every write
+ * (every waiter asleep) was slower on 2 threads, where the gate is off. */
+#define DQ_WRITERS 2
 /* Kept tensors are copied in pieces, each dropped from the mapping behind. */
 #define DQ_PIECE (8ull << 20)
 
@@ -243,7 +250,32 @@ typedef struct dq_batch {
     pthread_mutex_t mu;         /* the first failed write: */
     int rc;
     ff_err err;
+    int gated;                  /* more threads than DQ_WRITERS: */
+    pthread_mutex_t gate_mu;
+    pthread_cond_t gate_free;
+    int writing;                /* tasks past the gate */
 } dq_batch;
+
+static void gate_enter(dq_batch *b)
+{
+    if (!b->gated)
+        return;
+    pthread_mutex_lock(&b->gate_mu);
+    while (b->writing >= DQ_WRITERS)
+        pthread_cond_wait(&b->gate_free, &b->gate_mu);
+    b->writing++;
+    pthread_mutex_unlock(&b->gate_mu);
+}
+
+static void gate_leave(dq_batch *b)
+{
+    if (!b->gated)
+        return;
+    pthread_mutex_lock(&b->gate_mu);
+    b->writing--;
+    pthread_cond_signal(&b->gate_free);
+    pthread_mutex_unlock(&b->gate_mu);
+}
 
 /* DQ_TASKS_PER_THREAD a thread, fewer where they would write less than
  * DQ_TASK_MIN_BYTES each, never fewer than one a thread */
@@ -266,7 +298,10 @@ static void batch_task(void *ctx, size_t k)
     dq_decode_rows(b->c, b->m, b->t, b->row0 + at, n, NULL, rows, &st);
     dq_drop_rows(b->c, b->m, b->row0 + at, n);
     ff_err e;
-    if (ckpt_writer_put_at(b->w, b->out, (b->row0 + at) * b->m->cols * 2, rows, n * b->m->cols * 2, &e)) {
+    gate_enter(b);
+    int rc = ckpt_writer_put_at(b->w, b->out, (b->row0 + at) * b->m->cols * 2, rows, n * b->m->cols * 2, &e);
+    gate_leave(b);
+    if (rc) {
         pthread_mutex_lock(&b->mu);
         if (!b->rc)
             b->rc = e.code, b->err = e;
@@ -295,6 +330,9 @@ static int write_decoded(const ckpt *c, const dq_module *m, size_t out, ckpt_wri
     dq_batch b = {.c = c, .m = m, .t = malloc(sizeof(dq_table)), .w = w, .out = out,
                   .buf = malloc(step * m->cols * 2 + 2)};
     pthread_mutex_init(&b.mu, NULL);
+    b.gated = pool_threads(pool) > DQ_WRITERS;
+    pthread_mutex_init(&b.gate_mu, NULL);
+    pthread_cond_init(&b.gate_free, NULL);
     if (!rc && (!b.t || !b.buf))
         rc = ff_oom(e, "out of memory decoding %s", m->module);
     if (!rc) {
@@ -311,6 +349,8 @@ static int write_decoded(const ckpt *c, const dq_module *m, size_t out, ckpt_wri
             rc = b.rc, *e = b.err;
     }
     pthread_mutex_destroy(&b.mu);
+    pthread_mutex_destroy(&b.gate_mu);
+    pthread_cond_destroy(&b.gate_free);
     free(b.t);
     free(b.buf);
     return rc;

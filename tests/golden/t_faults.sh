@@ -100,7 +100,8 @@ if mkdir -p "$W/mnt" && mount -t tmpfs -o size=64k tmpfs "$W/mnt" 2> /dev/null; 
     for how in reserved shim; do
         [ $how = shim ] && [ -z "$shim" ] && { echo "SKIP fault_enospc_dequantize_shim (no C compiler for the shim)"; continue; }
         mount -t tmpfs -o size=${kb}k tmpfs "$W/mnt"
-        if [ $how = shim ]; then LD_PRELOAD=$shim $FFB dequantize "$W/ref" "$W/mnt/out" --threads 2 > "$W/dq-enospc.out" 2>&1
+        # the shim's run at 4 threads: its failing writes pass dequantize's write gate (more threads than writers)
+        if [ $how = shim ]; then LD_PRELOAD=$shim $FFB dequantize "$W/ref" "$W/mnt/out" --threads 4 > "$W/dq-enospc.out" 2>&1
         else $FFB dequantize "$W/ref" "$W/mnt/out" --threads 2 > "$W/dq-enospc.out" 2>&1; fi; rc=$?
         rest=$(ls -A "$W/mnt" | tr '\n' ' ')
         umount "$W/mnt"
