@@ -231,10 +231,11 @@ static int build_job(const ckpt *c, dq_job *j, ff_err *e)
 #define DQ_TASK_MIN_BYTES (256ull << 10)
 /* Tasks in the file's write at once. ext4 holds the inode's lock through a
  * buffered write, and a thread waiting for it spins: on the lent 16-core
- * host, dequantize at 16 threads spent 10-11 s of system time so, against
- * 1.3 s at 2 (docs/bench.md). One writer and one waiter keep the handoff
- * a spin; the other tasks sleep on the gate. A mutex round every write
- * (every waiter asleep) was slower on 2 threads, where the gate is off. */
+ * host, dequantize at 16 threads spent 11-12 s of system time so, against
+ * 2 s with this gate and the same wall time (docs/bench.md). One writer and
+ * one waiter keep the handoff a spin; the other tasks sleep. A mutex round
+ * every write (every waiter asleep) was slower on the 2-core VM, where the
+ * gate is off. */
 #define DQ_WRITERS 2
 /* Kept tensors are copied in pieces, each dropped from the mapping behind. */
 #define DQ_PIECE (8ull << 20)
