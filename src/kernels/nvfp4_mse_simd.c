@@ -497,7 +497,6 @@ static T2 void groups_256(const uint16_t *w, uint64_t ngroups, const nvfp4_mse_p
 
 /* -------------------------------------------------- quantizing with ranges */
 
-
 static T5 void ranges_row_512(const uint16_t *w, uint64_t groups, float gs, const float *gamax, uint8_t *pk,
                               uint8_t *sc)
 {

@@ -30,7 +30,7 @@
 
 /* ---------------------------------------------------------------- AVX-512 */
 
-/* f32 or f16: bf16 takes the threshold kernel (rows_256_thr). */
+/* f32 or f16: bf16 takes the threshold kernel (rows_512_thr). */
 static T5 INL __m512 load16_512(const void *w, ff_dtype t, uint64_t i)
 {
     if (t == FF_DT_F32)
