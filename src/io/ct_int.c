@@ -1,6 +1,7 @@
 #include "ct_int.h"
 
 #include <float.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vectorize.h"
@@ -76,11 +77,12 @@ static float scale_of_bits(uint32_t b, ff_dtype sd)
     return sd == FF_DT_F16 ? ff_f16_to_f32((uint16_t)b) : ff_bf16_to_f32((uint16_t)b);
 }
 
-/* The largest scale magnitude bits of n scales. */
-VECTORIZE_LOOP static uint32_t top_bits16(const uint8_t *scales, uint64_t n)
+/* The largest magnitude bits of scales [i, end): branch-free, so the
+ * compiler vectorizes it. */
+VECTORIZE_LOOP static uint32_t top_bits16(const uint8_t *scales, uint64_t i, uint64_t end)
 {
     uint16_t m = 0;
-    for (uint64_t i = 0; i < n; i++) {
+    for (; i < end; i++) {
         uint16_t h;
         memcpy(&h, scales + 2 * i, 2);
         h &= 0x7fffu;
@@ -89,16 +91,46 @@ VECTORIZE_LOOP static uint32_t top_bits16(const uint8_t *scales, uint64_t n)
     return m;
 }
 
-VECTORIZE_LOOP static uint32_t top_bits32(const uint8_t *scales, uint64_t n)
+VECTORIZE_LOOP static uint32_t top_bits32(const uint8_t *scales, uint64_t i, uint64_t end)
 {
     uint32_t m = 0;
-    for (uint64_t i = 0; i < n; i++) {
+    for (; i < end; i++) {
         uint32_t u;
         memcpy(&u, scales + 4 * i, 4);
         u &= 0x7fffffffu;
         m = u > m ? u : m;
     }
     return m;
+}
+
+int ctint_tops_build(const uint8_t *scales, ff_dtype sd, uint64_t n, ctint_tops *t)
+{
+    *t = (ctint_tops){.nchunks = (n + CTINT_CHUNK - 1) / CTINT_CHUNK};
+    t->chunk = malloc((t->nchunks ? t->nchunks : 1) * sizeof *t->chunk);
+    if (!t->chunk)
+        return -1;
+    for (uint64_t c = 0; c < t->nchunks; c++) {
+        uint64_t i = c * CTINT_CHUNK, end = n - i < CTINT_CHUNK ? n : i + CTINT_CHUNK;
+        t->chunk[c] = sd == FF_DT_F32 ? top_bits32(scales, i, end) : top_bits16(scales, i, end);
+        t->top = t->chunk[c] > t->top ? t->chunk[c] : t->top;
+    }
+    return 0;
+}
+
+void ctint_tops_free(ctint_tops *t)
+{
+    free(t->chunk);
+    t->chunk = NULL;
+}
+
+static uint32_t inf_bits(ff_dtype sd)
+{
+    return sd == FF_DT_F32 ? 0x7f800000u : sd == FF_DT_F16 ? 0x7c00u : 0x7f80u;
+}
+
+int ctint_tops_finite(const ctint_tops *t, ff_dtype sd)
+{
+    return t->top < inf_bits(sd);
 }
 
 /* The largest |code - 8| of a group's codes (bytes p[0, group / 2)). */
@@ -129,62 +161,62 @@ static uint32_t last_bits_within(float best, uint32_t top, ff_dtype sd)
     return lo;
 }
 
-/* Any of scales [i, end) with magnitude bits in (floor, ceil]: a branch-free
- * pass the compiler vectorizes, so the bands below cost a read of the
- * scales, not a loop with a branch a scale. */
-VECTORIZE_LOOP static int any_in_band(const uint8_t *scales, ff_dtype sd, uint64_t i, uint64_t end, uint32_t floor,
-                                      uint32_t ceil)
+/* in[k] = 1 when scale i + k has magnitude bits in (floor, ceil], for k
+ * up to end - i (at most CTINT_CHUNK): branch-free, so it vectorizes. */
+VECTORIZE_LOOP static void band_flags(const uint8_t *scales, ff_dtype sd, uint64_t i, uint64_t end, uint32_t floor,
+                                      uint32_t ceil, uint8_t *in)
 {
-    unsigned any = 0;
     if (sd == FF_DT_F32) {
-        for (; i < end; i++) {
+        for (uint64_t k = 0; k < end - i; k++) {
             uint32_t u;
-            memcpy(&u, scales + 4 * i, 4);
+            memcpy(&u, scales + 4 * (i + k), 4);
             u &= 0x7fffffffu;
-            any |= (u > floor) & (u <= ceil);
+            in[k] = (u > floor) & (u <= ceil);
         }
-        return any != 0;
+        return;
     }
-    for (; i < end; i++) {
+    for (uint64_t k = 0; k < end - i; k++) {
         uint16_t h;
-        memcpy(&h, scales + 2 * i, 2);
+        memcpy(&h, scales + 2 * (i + k), 2);
         h &= 0x7fffu;
-        any |= (h > floor) & (h <= ceil);
+        in[k] = (h > floor) & (h <= ceil);
     }
-    return any != 0;
 }
 
 /* The groups whose scale bits lie in (floor, ceil]: each one's decoded max
- * raises best; stops once best reaches bound. */
+ * raises best; stops once best reaches bound. Chunks whose largest scale
+ * is at or below floor are not read; in the others a vector pass flags
+ * the band, read back eight flags a word. */
 static float scan_band(const uint8_t *packed, const uint8_t *scales, ff_dtype sd, uint64_t N, uint64_t K,
-                       uint64_t group, uint32_t floor, uint32_t ceil, float best, float bound)
+                       uint64_t group, const ctint_tops *t, uint32_t floor, uint32_t ceil, float best, float bound)
 {
-    enum { CHUNK = 256 };
     uint64_t ng = K / group, n = N * ng, wbytes = ctint_row_words(K) * 4;
-    for (uint64_t c = 0; c < n && best < bound; c += CHUNK) {
-        uint64_t end = n - c < CHUNK ? n : c + CHUNK;
-        if (!any_in_band(scales, sd, c, end, floor, ceil))
+    uint8_t in[CTINT_CHUNK];
+    for (uint64_t c = 0; c < t->nchunks && best < bound; c++) {
+        if (t->chunk[c] <= floor)
             continue;
-        for (uint64_t i = c; i < end; i++) {
-            uint32_t b = scale_bits(scales, sd, i);
-            if (b <= floor || b > ceil)
-                continue;
-            const uint8_t *p = packed + (i / ng) * wbytes + (i % ng) * (group / 2);
-            float v = decoded_abs(group_top_code(p, group), scale_of_bits(b, sd), sd);
-            best = v > best ? v : best;
+        uint64_t i0 = c * CTINT_CHUNK, len = n - i0 < CTINT_CHUNK ? n - i0 : CTINT_CHUNK;
+        band_flags(scales, sd, i0, i0 + len, floor, ceil, in);
+        for (uint64_t k0 = 0; k0 < len; k0 += 8) {
+            uint64_t word = 0;   /* flags are bytes 0 or 1: a set bit's byte is its scale */
+            memcpy(&word, in + k0, len - k0 < 8 ? len - k0 : 8);
+            for (; word; word &= word - 1) {
+                uint64_t i = i0 + k0 + (uint64_t)(__builtin_ctzll(word) / 8);
+                const uint8_t *p = packed + (i / ng) * wbytes + (i % ng) * (group / 2);
+                float v = decoded_abs(group_top_code(p, group), scale_of_bits(scale_bits(scales, sd, i), sd), sd);
+                best = v > best ? v : best;
+            }
         }
     }
     return best;
 }
 
 int ctint_top_absmax(const uint8_t *packed, const uint8_t *scales, ff_dtype sd, uint64_t N, uint64_t K,
-                     uint64_t group, float *amax)
+                     uint64_t group, const ctint_tops *t, float *amax)
 {
-    uint64_t n = N * (K / group);
-    uint32_t top = sd == FF_DT_F32 ? top_bits32(scales, n) : top_bits16(scales, n);
-    uint32_t inf = sd == FF_DT_F32 ? 0x7f800000u : sd == FF_DT_F16 ? 0x7c00u : 0x7f80u;
+    uint32_t top = t->top;
     float bound = decoded_abs(8, scale_of_bits(top, sd), sd), best = 0.0f;
-    if (top >= inf || !(bound <= FLT_MAX))
+    if (top >= inf_bits(sd) || !(bound <= FLT_MAX))
         return 1;   /* a value is NaN or infinite: decoding names it */
     /* Bands of scales from the top down, each twice as wide as the last:
      * with symmetric scales (amax / 7.5) every group holds a 7 or an 8, so
@@ -193,7 +225,7 @@ int ctint_top_absmax(const uint8_t *packed, const uint8_t *scales, ff_dtype sd, 
     uint32_t floor = 0, ceil = top, width = sd == FF_DT_F32 ? 1u << 16 : 1u;
     while (ceil > floor && best < bound) {
         uint32_t lo = ceil - floor > width ? ceil - width : floor;
-        best = scan_band(packed, scales, sd, N, K, group, lo, ceil, best, bound);
+        best = scan_band(packed, scales, sd, N, K, group, t, lo, ceil, best, bound);
         ceil = lo;
         width = width < (1u << 30) ? 2 * width : width;
         if (best > 0.0f && best < bound) {

@@ -445,8 +445,10 @@ static void rows_task(void *ctx, size_t t)
     qs_rows_decode(j->r, r0, n, j->out + r0 * j->r->cols);
 }
 
-/* Scales the reference would turn into NaN or Inf weights: refused. */
-static int check_scales(const ckpt *c, const qs_format *f, const qs_weight *w, ff_err *e)
+/* Scales the reference would turn into NaN or Inf weights: refused. An INT
+ * weight's scales were read once into r's tops, and are read again only to
+ * name the first bad one. */
+static int check_scales(const ckpt *c, const qs_format *f, const qs_weight *w, const qs_rows *r, ff_err *e)
 {
     const st_tensor *s = w->scale->st;
     const uint8_t *d = ckpt_data(c, w->scale);
@@ -460,6 +462,8 @@ static int check_scales(const ckpt *c, const qs_format *f, const qs_weight *w, f
                  (unsigned long long)(hit - d));
         return bad(e, c, w->scale, msg);
     }
+    if (r->tops.chunk && ctint_tops_finite(&r->tops, s->dtype))
+        return FF_OK;
     int64_t at = ff_first_nonfinite(s->dtype, d, n);
     if (at < 0)
         return FF_OK;
@@ -534,13 +538,15 @@ int qs_decode(const ckpt *c, const qs_view *v, const qs_weight *w, ff_pool *pool
         return decode_fp8(c, v, w, pool, out, e);
     if (w->row_step)
         return decode_slice(c, v, w, pool, out, e);
-    qs_rows r;   /* compressed-tensors INT or MXFP4: no allocation to free on failure */
+    qs_rows r;   /* compressed-tensors INT or MXFP4: open frees what it took when it fails */
     int rc = qs_rows_open(c, v, w, &r, e);
     if (rc)
         return rc;
     *out = qs_bufs_take(v->bufs, r.rows * r.cols * 2);
-    if (!*out)
+    if (!*out) {
+        qs_rows_close(c, w, &r);
         return ff_fail(e, FF_EIO, "out of memory decoding %s", w->data->st->name);
+    }
     rows_job j = {.r = &r, .out = *out};
     size_t tasks = (size_t)((r.rows + DECODE_ROWS - 1) / DECODE_ROWS);
     if (pool && r.rows * r.cols >= (1u << 18))
@@ -580,10 +586,14 @@ int qs_rows_open(const ckpt *c, const qs_view *v, const qs_weight *w, qs_rows *r
     if (v->fmt.kind == QS_FP8_BLOCK)
         return fp8_rows_open(c, w, r, e);
     int rc = ct_geometry(c, &v->fmt, w, &r->rows, &r->cols, e);
-    if (!rc)
-        rc = check_scales(c, &v->fmt, w, e);
     r->scales = ckpt_data(c, w->scale);
     r->sd = w->scale->st->dtype;
+    if (!rc && v->fmt.kind == QS_CT_INT && ctint_tops_build(r->scales, r->sd, st_numel(w->scale->st), &r->tops))
+        rc = ff_fail(e, FF_EIO, "out of memory reading %s", w->scale->st->name);
+    if (!rc)
+        rc = check_scales(c, &v->fmt, w, r, e);
+    if (rc)
+        ctint_tops_free(&r->tops);
     return rc;
 }
 
@@ -675,7 +685,7 @@ int qs_rows_absmax(const qs_rows *r, uint64_t r0, uint64_t n, float *amax)
 int qs_rows_top_absmax(const qs_rows *r, float *amax)
 {
     if (r->kind == QS_CT_INT && r->group)
-        return ctint_top_absmax(r->data, r->scales, r->sd, r->rows, r->cols, r->group, amax);
+        return ctint_top_absmax(r->data, r->scales, r->sd, r->rows, r->cols, r->group, &r->tops, amax);
     if (r->kind != QS_FP8_BLOCK || !r->rows || !r->cols)
         return 1;
     uint64_t sr = (r->rows + FP8B_BLOCK - 1) / FP8B_BLOCK, sc = (r->cols + FP8B_BLOCK - 1) / FP8B_BLOCK;
@@ -768,6 +778,7 @@ void qs_rows_close(const ckpt *c, const qs_weight *w, qs_rows *r)
 {
     free(r->fp8_scales);
     r->fp8_scales = NULL;
+    ctint_tops_free(&r->tops);
     st_drop_tensor(&c->files[w->data->file], w->data->st);
 }
 

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "checkpoint.h"
+#include "ct_int.h"
 
 /* QS_GPTOSS_BF16 is not quantized: transformers' bf16 gpt-oss (what its
  * MXFP4 dequantizer saves) keeps the experts fused and transposed, which the
@@ -101,6 +102,7 @@ typedef struct qs_rows {
     const uint8_t *data, *scales;
     float *fp8_scales;          /* FP8-block: the scales copied (the data section need not be 4-aligned) */
     ff_dtype sd;                /* compressed-tensors INT: the scales' dtype */
+    ctint_tops tops;            /* and their magnitudes, read once at open */
     uint64_t rows, cols, group;
 } qs_rows;
 

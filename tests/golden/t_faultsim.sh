@@ -116,6 +116,9 @@ SUFFIX="" FF_FAULTSIM_JANSSON=0 countdown quantize_gptoss_mxfp4 "$W/o-oss" quant
 # an FP8-block source decoded a task's rows at a time into each thread's scratch
 $FF_FAST synth --arch kimi-k2 --source fp8-block --layers 2 --experts 2 "$W/fp8" > /dev/null || fail faultsim_setup_fp8
 SUFFIX="" FF_FAULTSIM_JANSSON=0 countdown quantize_fp8_block "$W/o-fp8" quantize --quiet --threads 2 "$W/fp8" "$W/o-fp8"
+# a compressed-tensors INT4 source: each weight's scale tops, its amax from them
+$FF_FAST synth --arch kimi-k2 --source int4 --layers 2 --experts 2 "$W/int4" > /dev/null || fail faultsim_setup_int4
+SUFFIX="" FF_FAULTSIM_JANSSON=0 countdown quantize_int4 "$W/o-int4" quantize --quiet --threads 2 "$W/int4" "$W/o-int4"
 # a family as data for an architecture no built-in family claims (issue 37):
 # the description inferred, parsed (as --family-file's is) and planned
 cp -r "$W/in" "$W/unk" && sed -i 's/"model_type": "qwen3_moe"/"model_type": "brandnew_moe"/' "$W/unk/config.json"
