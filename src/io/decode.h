@@ -77,6 +77,10 @@ int dq_decode(const ckpt *c, const dq_module *m, float *f32, uint16_t *bf16, dq_
 typedef struct dq_table {
     float val[256 * 16], rnd[256 * 16];
     unsigned char finite[256];
+    /* the smallest scale magnitude byte (s & 0x7f) of a non-finite entry,
+     * 0x80 when none: scales whose magnitudes all lie below it need no
+     * look at finite[] one by one */
+    unsigned bad_from;
     /* ff_f32_to_bf16(val) split into low and high bytes, 16 of each a
      * scale byte: a group decodes to bf16 by two byte shuffles (pshufb) */
     uint8_t lo[256 * 16], hi[256 * 16];
