@@ -105,6 +105,11 @@ void dq_decode_rows(const ckpt *c, const dq_module *m, const dq_table *t, uint64
  * sum is the same whatever thread runs which rows). */
 void dq_error_rows(const ckpt *c, const dq_module *m, const dq_table *t, uint64_t row, uint64_t n,
                    const uint8_t *src, ff_dtype sd, double *se, double *ss, dq_stats *st);
+/* The same for groups [g0, g0 + groups) given by their codes and scales (src
+ * holding those groups' source values): with simd set (t->simd) a bf16
+ * source takes the AVX2 lanes, bit for bit the scalar loop's sums. */
+void dq_error_groups(const dq_table *t, const uint8_t *packed, const uint8_t *scales, uint64_t groups, uint64_t g0,
+                     const uint8_t *src, ff_dtype sd, int simd, double *se, double *ss, dq_stats *st);
 
 /* Drops [off, off + bytes) of tensor t's data from c's mapping once read
  * (st_map_drop: the page cache keeps it), so a pass over the whole model

@@ -1,7 +1,9 @@
 /* dequantize's bf16 lookup (src/io/decode.c, dq_groups_bf16): every scale
  * byte under every code, for global scales that make finite, subnormal,
  * overflowing and NaN products, gives ff_f32_to_bf16 of the table's f32
- * value bit for bit, by the scalar loop and by the AVX2 shuffles. */
+ * value bit for bit, by the scalar loop and by the AVX2 shuffles. And
+ * verify's error sums (dq_error_groups) by the AVX2 lanes are the scalar
+ * loop's, bit for bit, with the same count of non-finite values. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,8 +71,63 @@ static void every_scale_and_code(void)
     free(t);
 }
 
+static uint32_t lcg(uint32_t *x)
+{
+    *x = *x * 1664525u + 1013904223u;
+    return *x;
+}
+
+static int same_double(double a, double b)
+{
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+/* Random codes and source values (subnormal to large, either sign, a few
+ * NaN and infinite ones) under every scale byte, in runs of every length up
+ * to two chunks and past them, from unaligned starts. */
+static void error_sums_simd_equal_scalar(void)
+{
+    enum { N = 300 };
+    static uint8_t packed[N * 8], scales[N], src[N * NVFP4_GROUP * 2 + 2];
+    static const float globals[] = {448.0f * 6.0f / 3.2f, 1.0f, 1e-30f, 0.0f, NAN};
+    dq_table *t = malloc(sizeof *t);
+    uint32_t x = 7;
+    for (size_t k = 0; k < sizeof globals / sizeof *globals; k++) {
+        dq_table_init(t, globals[k]);
+        if (!t->simd)
+            break;   /* no AVX2 here: the scalar loop is all there is */
+        for (int round = 0; round < 60; round++) {
+            for (int i = 0; i < N * 8; i++)
+                packed[i] = (uint8_t)(lcg(&x) >> 24);
+            for (int g = 0; g < N; g++)
+                scales[g] = round % 3 ? (uint8_t)(0x20 + (lcg(&x) >> 24) % 0x40) : (uint8_t)(lcg(&x) >> 24);
+            for (int i = 0; i < N * NVFP4_GROUP + 1; i++) {
+                uint16_t h = (uint16_t)(lcg(&x) >> 16);
+                if (round % 2)
+                    h = (uint16_t)((h & 0x80ff) | (0x3c00 + (h & 0x0700)));   /* weights' magnitudes */
+                memcpy(src + 2 * i, &h, 2);
+            }
+            uint64_t groups = (uint64_t)(lcg(&x) >> 8) % N, off = round % 2;
+            if (groups > N - off)
+                groups = N - off;
+            double se[2] = {0.5, 0.5}, ss[2] = {0.25, 0.25};
+            dq_stats st[2] = {{.first_bad = UINT64_MAX}, {.first_bad = UINT64_MAX}};
+            for (int simd = 0; simd < 2; simd++)
+                dq_error_groups(t, packed + off * 8, scales + off, groups, 5, src + 1 + off * NVFP4_GROUP * 2,
+                                FF_DT_BF16, simd, &se[simd], &ss[simd], &st[simd]);
+            if (!same_double(se[0], se[1]) || !same_double(ss[0], ss[1]))
+                fprintf(stderr, "  global %g, round %d, %llu groups: se %a / %a, ss %a / %a\n", (double)globals[k],
+                        round, (unsigned long long)groups, se[0], se[1], ss[0], ss[1]);
+            CHECK(same_double(se[0], se[1]) && same_double(ss[0], ss[1]));
+            CHECK(st[0].nonfinite == st[1].nonfinite && st[0].first_bad == st[1].first_bad);
+        }
+    }
+    free(t);
+}
+
 int main(void)
 {
     RUN(every_scale_and_code);
+    RUN(error_sums_simd_equal_scalar);
     return UNIT_END();
 }
