@@ -186,7 +186,7 @@ void dq_table_init(dq_table *t, float global_scale)
         if (!t->finite[s] && (s & 0x7f) < t->bad_from)
             t->bad_from = s & 0x7f;
 #if defined(__x86_64__)
-    t->simd = nvfp4_cpu_avx2_ok();
+    t->simd = nvfp4_cpu_avx512_ok() ? 2 : nvfp4_cpu_avx2_ok();
 #else
     t->simd = 0;
 #endif
@@ -317,8 +317,14 @@ static T2 inline __m256 bf16x8_f32(const void *p)
 /* Lane i of every group: e[i] += (y - x)^2 and s[i] += x^2 in double, a
  * multiply then an add each, as the scalar loop rounds them (target avx2
  * has no FMA to fuse them into), the 16 lanes four doubles to a vector. */
-static T2 void error_lanes_avx2(const uint16_t *y, const uint8_t *x, uint64_t groups, __m256d e[4], __m256d s[4])
+static T2 void error_lanes_avx2(const uint16_t *y, const uint8_t *x, uint64_t groups, double e[NVFP4_GROUP],
+                                double s[NVFP4_GROUP])
 {
+    __m256d ev[4], sv[4];
+    for (int k = 0; k < 4; k++) {
+        ev[k] = _mm256_loadu_pd(e + 4 * k);
+        sv[k] = _mm256_loadu_pd(s + 4 * k);
+    }
     for (uint64_t g = 0; g < groups; g++)
         for (int h = 0; h < 2; h++) {
             __m256 yf = bf16x8_f32(y + g * NVFP4_GROUP + 8 * h), xf = bf16x8_f32(x + (g * NVFP4_GROUP + 8 * h) * 2);
@@ -326,30 +332,67 @@ static T2 void error_lanes_avx2(const uint16_t *y, const uint8_t *x, uint64_t gr
                 __m256d yd = _mm256_cvtps_pd(q ? _mm256_extractf128_ps(yf, 1) : _mm256_castps256_ps128(yf));
                 __m256d xd = _mm256_cvtps_pd(q ? _mm256_extractf128_ps(xf, 1) : _mm256_castps256_ps128(xf));
                 __m256d d = _mm256_sub_pd(yd, xd);
-                e[2 * h + q] = _mm256_add_pd(e[2 * h + q], _mm256_mul_pd(d, d));
-                s[2 * h + q] = _mm256_add_pd(s[2 * h + q], _mm256_mul_pd(xd, xd));
+                ev[2 * h + q] = _mm256_add_pd(ev[2 * h + q], _mm256_mul_pd(d, d));
+                sv[2 * h + q] = _mm256_add_pd(sv[2 * h + q], _mm256_mul_pd(xd, xd));
             }
         }
+    for (int k = 0; k < 4; k++) {
+        _mm256_storeu_pd(e + 4 * k, ev[k]);
+        _mm256_storeu_pd(s + 4 * k, sv[k]);
+    }
+}
+
+#define T5 __attribute__((target("avx512f")))
+
+static T5 inline __m512 bf16x16_f32(const void *p)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+
+static T5 inline __m512d upper8_pd(__m512 v)
+{
+    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+/* error_lanes_avx2 at 512 bits: the 16 lanes eight doubles to a vector
+ * (target avx512f has no FMA for the compiler to fuse with either: FMA is
+ * its own feature to GCC). */
+static T5 void error_lanes_512(const uint16_t *y, const uint8_t *x, uint64_t groups, double e[NVFP4_GROUP],
+                               double s[NVFP4_GROUP])
+{
+    /* the running sums themselves: each term added to them in order */
+    __m512d e0 = _mm512_loadu_pd(e), e1 = _mm512_loadu_pd(e + 8), s0 = _mm512_loadu_pd(s), s1 = _mm512_loadu_pd(s + 8);
+    for (uint64_t g = 0; g < groups; g++) {
+        __m512 yf = bf16x16_f32(y + g * NVFP4_GROUP), xf = bf16x16_f32(x + g * NVFP4_GROUP * 2);
+        __m512d x0 = _mm512_cvtps_pd(_mm512_castps512_ps256(xf)), x1 = upper8_pd(xf);
+        __m512d d0 = _mm512_sub_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(yf)), x0);
+        __m512d d1 = _mm512_sub_pd(upper8_pd(yf), x1);
+        e0 = _mm512_add_pd(e0, _mm512_mul_pd(d0, d0));
+        e1 = _mm512_add_pd(e1, _mm512_mul_pd(d1, d1));
+        s0 = _mm512_add_pd(s0, _mm512_mul_pd(x0, x0));
+        s1 = _mm512_add_pd(s1, _mm512_mul_pd(x1, x1));
+    }
+    _mm512_storeu_pd(e, e0);
+    _mm512_storeu_pd(e + 8, e1);
+    _mm512_storeu_pd(s, s0);
+    _mm512_storeu_pd(s + 8, s1);
 }
 
 /* A bf16 source's error sums: the decode by the table's byte shuffles
  * (ff_round_bf16 of each value is the bf16 they give), then the lanes in
- * vectors. Group by group in scalar code this was 92% of verify --against. */
-static T2 void error_rows_avx2(const dq_table *t, const uint8_t *packed, const uint8_t *scales, uint64_t groups,
-                               const uint8_t *src, double e[NVFP4_GROUP], double s[NVFP4_GROUP])
+ * vectors (simd 2: at 512 bits). Group by group in scalar code this was
+ * 92% of verify --against. */
+static void error_rows_simd(const dq_table *t, const uint8_t *packed, const uint8_t *scales, uint64_t groups,
+                            const uint8_t *src, int simd, double e[NVFP4_GROUP], double s[NVFP4_GROUP])
 {
     uint16_t y[ERROR_CHUNK * NVFP4_GROUP];
-    __m256d ev[4], sv[4];
-    for (int k = 0; k < 4; k++)
-        ev[k] = sv[k] = _mm256_setzero_pd();
     for (uint64_t g = 0; g < groups; g += ERROR_CHUNK) {
         uint64_t k = groups - g < ERROR_CHUNK ? groups - g : ERROR_CHUNK;
         groups_bf16_avx2(t, packed + g * (NVFP4_GROUP / 2), scales + g, k, y);
-        error_lanes_avx2(y, src + g * NVFP4_GROUP * 2, k, ev, sv);
-    }
-    for (int k = 0; k < 4; k++) {
-        _mm256_storeu_pd(e + 4 * k, ev[k]);
-        _mm256_storeu_pd(s + 4 * k, sv[k]);
+        if (simd >= 2)
+            error_lanes_512(y, src + g * NVFP4_GROUP * 2, k, e, s);
+        else
+            error_lanes_avx2(y, src + g * NVFP4_GROUP * 2, k, e, s);
     }
 }
 #endif
@@ -375,7 +418,7 @@ void dq_error_groups(const dq_table *t, const uint8_t *packed, const uint8_t *sc
      * values (a finite sum had none: one would have made its lane NaN or
      * infinite). */
     if (simd && sd == FF_DT_BF16) {
-        error_rows_avx2(t, packed, scales, groups, src, e, s);
+        error_rows_simd(t, packed, scales, groups, src, simd, e, s);
         if (lanes_finite(e) && lanes_finite(s)) {
             groups = 0;   /* done: only the lanes' sums are left */
         } else {

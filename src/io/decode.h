@@ -84,7 +84,7 @@ typedef struct dq_table {
     /* ff_f32_to_bf16(val) split into low and high bytes, 16 of each a
      * scale byte: a group decodes to bf16 by two byte shuffles (pshufb) */
     uint8_t lo[256 * 16], hi[256 * 16];
-    int simd;                     /* the CPU runs the AVX2 lookup */
+    int simd;                     /* the CPU runs the AVX2 lookup (1), and AVX-512 (2) */
 } dq_table;
 void dq_table_init(dq_table *t, float global_scale);
 
@@ -106,8 +106,8 @@ void dq_decode_rows(const ckpt *c, const dq_module *m, const dq_table *t, uint64
 void dq_error_rows(const ckpt *c, const dq_module *m, const dq_table *t, uint64_t row, uint64_t n,
                    const uint8_t *src, ff_dtype sd, double *se, double *ss, dq_stats *st);
 /* The same for groups [g0, g0 + groups) given by their codes and scales (src
- * holding those groups' source values): with simd set (t->simd) a bf16
- * source takes the AVX2 lanes, bit for bit the scalar loop's sums. */
+ * holding those groups' source values): with simd 1 or 2 (t->simd) a bf16
+ * source takes the AVX2 or AVX-512 lanes, bit for bit the scalar loop's sums. */
 void dq_error_groups(const dq_table *t, const uint8_t *packed, const uint8_t *scales, uint64_t groups, uint64_t g0,
                      const uint8_t *src, ff_dtype sd, int simd, double *se, double *ss, dq_stats *st);
 

@@ -82,13 +82,14 @@ static int same_double(double a, double b)
     return memcmp(&a, &b, sizeof a) == 0;
 }
 
-/* Random codes and source values (subnormal to large, either sign, a few
- * NaN and infinite ones) under every scale byte, in runs of every length up
- * to two chunks and past them, from unaligned starts. */
+/* Random codes and source values (weights' magnitudes, or 2^-20 .. 2^20 so
+ * that the sums round and a term added out of order shows, or raw bits
+ * with NaN and infinite ones) under every scale byte, in runs of
+ * every length up to two chunks and past them, from unaligned starts. */
 static void error_sums_simd_equal_scalar(void)
 {
     enum { N = 300 };
-    static uint8_t packed[N * 8], scales[N], src[N * NVFP4_GROUP * 2 + 2];
+    static uint8_t packed[N * 8], scales[N], src[N * NVFP4_GROUP * 2 + 4];
     static const float globals[] = {448.0f * 6.0f / 3.2f, 1.0f, 1e-30f, 0.0f, NAN};
     dq_table *t = malloc(sizeof *t);
     uint32_t x = 7;
@@ -105,21 +106,25 @@ static void error_sums_simd_equal_scalar(void)
                 uint16_t h = (uint16_t)(lcg(&x) >> 16);
                 if (round % 2)
                     h = (uint16_t)((h & 0x80ff) | (0x3c00 + (h & 0x0700)));   /* weights' magnitudes */
+                else if (round % 10 != 8)   /* 2^-20 .. 2^20: sums that round, so their order shows */
+                    h = (uint16_t)((h & 0x807f) | (107 + (h >> 7 & 0xff) % 41) << 7);
                 memcpy(src + 2 * i, &h, 2);
             }
             uint64_t groups = (uint64_t)(lcg(&x) >> 8) % N, off = round % 2;
             if (groups > N - off)
                 groups = N - off;
-            double se[2] = {0.5, 0.5}, ss[2] = {0.25, 0.25};
-            dq_stats st[2] = {{.first_bad = UINT64_MAX}, {.first_bad = UINT64_MAX}};
-            for (int simd = 0; simd < 2; simd++)
-                dq_error_groups(t, packed + off * 8, scales + off, groups, 5, src + 1 + off * NVFP4_GROUP * 2,
+            double se[3] = {0.5, 0.5, 0.5}, ss[3] = {0.25, 0.25, 0.25};
+            dq_stats st[3] = {{.first_bad = UINT64_MAX}, {.first_bad = UINT64_MAX}, {.first_bad = UINT64_MAX}};
+            for (int simd = 0; simd <= t->simd; simd++)   /* scalar, AVX2, AVX-512 where the CPU has them */
+                dq_error_groups(t, packed + off * 8, scales + off, groups, 5, src + 2 + off * NVFP4_GROUP * 2,
                                 FF_DT_BF16, simd, &se[simd], &ss[simd], &st[simd]);
-            if (!same_double(se[0], se[1]) || !same_double(ss[0], ss[1]))
-                fprintf(stderr, "  global %g, round %d, %llu groups: se %a / %a, ss %a / %a\n", (double)globals[k],
-                        round, (unsigned long long)groups, se[0], se[1], ss[0], ss[1]);
-            CHECK(same_double(se[0], se[1]) && same_double(ss[0], ss[1]));
-            CHECK(st[0].nonfinite == st[1].nonfinite && st[0].first_bad == st[1].first_bad);
+            for (int simd = 1; simd <= t->simd; simd++) {
+                if (!same_double(se[0], se[simd]) || !same_double(ss[0], ss[simd]))
+                    fprintf(stderr, "  simd %d, global %g, round %d, %llu groups: se %a / %a, ss %a / %a\n", simd,
+                            (double)globals[k], round, (unsigned long long)groups, se[0], se[simd], ss[0], ss[simd]);
+                CHECK(same_double(se[0], se[simd]) && same_double(ss[0], ss[simd]));
+                CHECK(st[0].nonfinite == st[simd].nonfinite && st[0].first_bad == st[simd].first_bad);
+            }
         }
     }
     free(t);
