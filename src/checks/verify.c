@@ -243,13 +243,56 @@ static void check_stray(vctx *v)
  * mapping behind the read, so an embedding never sits whole in RSS. */
 #define KEPT_PIECE (8ull << 20)
 
-static int64_t first_nonfinite_streamed(const ckpt *c, const ckpt_tensor *t)
+/* A kept tensor's pieces on the pool: an embedding's scan and comparison
+ * were 20 of verify's 150 ms on one thread while the other waited. */
+typedef struct kept_pieces {
+    const ckpt *c, *s;          /* s: the source, when comparing */
+    const ckpt_tensor *t, *st;
+    uint64_t bytes, esz;        /* esz: elements are scanned for NaN and Inf */
+    int64_t *got;               /* per piece: its first non-finite element, or 1 where it differs; -1 / 0 if not */
+} kept_pieces;
+
+static void kept_piece_task(void *ctx, size_t k)
+{
+    const kept_pieces *j = ctx;
+    uint64_t at = (uint64_t)k * KEPT_PIECE, n = j->bytes - at < KEPT_PIECE ? j->bytes - at : KEPT_PIECE;
+    const uint8_t *p = ckpt_data(j->c, j->t) + at;
+    if (j->s) {
+        j->got[k] = memcmp(ckpt_data(j->s, j->st) + at, p, n) != 0;
+        dq_drop(j->s, j->st, at, n);
+    } else {
+        j->got[k] = ff_first_nonfinite(j->t->st->dtype, p, n / j->esz);
+    }
+    dq_drop(j->c, j->t, at, n);
+}
+
+/* Every piece of j on the pool when the tensor has more than one, else on
+ * this thread (pool runs cost more than a norm's check): got[] filled, the
+ * piece count returned; 0 when out of memory (the caller goes piece by piece). */
+static size_t run_kept_pieces(ff_pool *pool, kept_pieces *j)
+{
+    size_t n = (size_t)((j->bytes + KEPT_PIECE - 1) / KEPT_PIECE);
+    if (n < 2 || !(j->got = malloc(n * sizeof *j->got)))
+        return 0;
+    pool_run(pool, n, kept_piece_task, j);
+    return n;
+}
+
+static int64_t first_nonfinite_streamed(ff_pool *pool, const ckpt *c, const ckpt_tensor *t)
 {
     size_t esz = ff_dtype_size(t->st->dtype);
     uint64_t numel = st_numel(t->st), step = esz ? KEPT_PIECE / esz : numel;
+    kept_pieces j = {.c = c, .t = t, .bytes = numel * esz, .esz = esz};
+    size_t pieces = esz && KEPT_PIECE % esz == 0 ? run_kept_pieces(pool, &j) : 0;
+    int64_t bad = -1;
+    for (size_t k = 0; k < pieces && bad < 0; k++)
+        bad = j.got[k] < 0 ? -1 : (int64_t)(k * step) + j.got[k];
+    free(j.got);
+    if (pieces)
+        return bad;
     for (uint64_t at = 0; at < numel; at += step) {
         uint64_t n = numel - at < step ? numel - at : step;
-        int64_t bad = ff_first_nonfinite(t->st->dtype, ckpt_data(c, t) + at * esz, n);
+        bad = ff_first_nonfinite(t->st->dtype, ckpt_data(c, t) + at * esz, n);
         dq_drop(c, t, at * esz, n * esz);
         if (bad != -1 || !esz)
             return bad < 0 ? bad : (int64_t)at + bad;
@@ -267,7 +310,7 @@ static void check_kept_finite(vctx *v)
         const ckpt_tensor *t = &v->q.tensors[i];
         if (dq_part(&v->q, t->st->name) != DQ_PART_NONE || fp8_part(&v->q, t->st->name))
             continue;   /* decode checks the quantized modules */
-        int64_t bad = first_nonfinite_streamed(&v->q, t);
+        int64_t bad = first_nonfinite_streamed(v->pool, &v->q, t);
         dq_drop_whole(&v->q, t);
         n++;
         if (bad >= 0)
@@ -909,6 +952,14 @@ static int claim_module(vctx *v, const char *mod, char *used)
 /* Byte for byte, a piece at a time, each piece dropped from both mappings. */
 static int same_bytes(vctx *v, const ckpt_tensor *st, const ckpt_tensor *qt, uint64_t n)
 {
+    kept_pieces j = {.c = &v->q, .s = &v->s, .t = qt, .st = st, .bytes = n};
+    size_t pieces = run_kept_pieces(v->pool, &j);
+    int differs = 0;
+    for (size_t k = 0; k < pieces; k++)
+        differs |= j.got[k] != 0;
+    free(j.got);
+    if (pieces)
+        return !differs;
     for (uint64_t at = 0; at < n; at += KEPT_PIECE) {
         uint64_t k = n - at < KEPT_PIECE ? n - at : KEPT_PIECE;
         int same = memcmp(ckpt_data(&v->s, st) + at, ckpt_data(&v->q, qt) + at, k) == 0;

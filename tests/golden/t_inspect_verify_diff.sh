@@ -101,4 +101,17 @@ assert w["dtype"] == "BF16" and w["shape"] == [32, 64], w
 assert not any(k.endswith(("weight_packed", "weight_scale", "weight_global_scale")) for k in h)
 assert "quantization_config" not in c
 PY
+# a kept tensor of two 8 MiB pieces, which verify reads on the pool: a NaN in
+# the first piece named before an Inf in the second, and a byte changed in
+# the second found
+$FF_FAST synth --layers 1 --hidden 1024 --intermediate 128 --heads 2 --kv-heads 1 --head-dim 32 --vocab 8192 \
+    "$W/bigkept" > /dev/null
+$FF_FAST quantize --no-doctor --quiet "$W/bigkept" "$W/bigkept-q" > /dev/null
+E=model.language_model.embed_tokens.weight
+patch "$W/bigkept-q" $E $((2 * 5000001)) "<H" 32640 && patch "$W/bigkept-q" $E $((2 * 3000001)) "<H" 32704 &&
+    patch "$W/bigkept-q" $E $((2 * 8000000)) "<H" 1
+$FF verify "$W/bigkept-q" --against "$W/bigkept" --threads 3 > "$W/bigkept.txt"; r=$?
+[ $r != 0 ] && grep -q "$E: element 3000001 is NaN or infinite" "$W/bigkept.txt" &&
+    grep -q "FAIL kept_identical" "$W/bigkept.txt" && grep -q "$E (.*) differs from the source" "$W/bigkept.txt"
+ok $? ivd_verify_kept_pieces_on_the_pool
 exit 0
