@@ -395,9 +395,7 @@ static void error_rows_simd(const dq_table *t, const uint8_t *packed, const uint
             error_lanes_avx2(y, src + g * NVFP4_GROUP * 2, k, e, s);
     }
 }
-#endif
 
-#if defined(__x86_64__)
 static int lanes_finite(const double v[NVFP4_GROUP])
 {
     for (int i = 0; i < NVFP4_GROUP; i++)
