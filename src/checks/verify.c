@@ -243,8 +243,9 @@ static void check_stray(vctx *v)
  * mapping behind the read, so an embedding never sits whole in RSS. */
 #define KEPT_PIECE (8ull << 20)
 
-/* A kept tensor's pieces on the pool: an embedding's scan and comparison
- * were 20 of verify's 150 ms on one thread while the other waited. */
+/* A kept tensor's pieces on the pool: on one thread an embedding's scan and
+ * comparison kept the other core idle for ~20 ms of a 2-thread verify
+ * (bench/serial.sh, the 2-layer Gemma-4). */
 typedef struct kept_pieces {
     const ckpt *c, *s;          /* s: the source, when comparing */
     const ckpt_tensor *t, *st;

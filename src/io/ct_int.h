@@ -32,7 +32,8 @@ void ctint_decode_rows(const uint8_t *packed, const uint8_t *scales, ff_dtype sd
  * read: the largest, and the largest of each CTINT_CHUNK scales. The check
  * for non-finite scales and the amax below both come from it: they were
  * five or six reads of every scale on the job's one serial thread (Kimi-K2
- * INT4 synth, 2 threads: 60 ms in which the other core waited). */
+ * INT4 synth, 2 threads, its writes taken out: 60 ms in which the other
+ * core waited). */
 #define CTINT_CHUNK 256
 
 typedef struct ctint_tops {

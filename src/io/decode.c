@@ -111,7 +111,8 @@ uint64_t dq_zero_scale_blocks(const ckpt *c, const dq_module *m, uint64_t *first
     uint64_t blocks = m->rows * (m->cols / NVFP4_GROUP), n = 0;
     *first = UINT64_MAX;
     /* no zero scale, as nearly always: one vector pass instead of a branch
-     * a block (verify's serial thread, 19 ms of the 2-layer Gemma-4's 0.53 s) */
+     * a block, on verify's serial thread (bench/serial.sh, the 2-layer
+     * Gemma-4: 19 ms of the other core idle) */
     if (least_scale_magnitude(scales, blocks) > 0)
         return 0;
     for (uint64_t b = 0; b < blocks; b++) {
