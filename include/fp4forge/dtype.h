@@ -24,6 +24,10 @@ int ff_dtype_is_quantizable(ff_dtype t);
 /* Index of the first NaN or infinity in n elements of a float dtype
  * (bf16, f16, f32, f64; fp8 e4m3 NaN), or -1 (also for integer dtypes). */
 int64_t ff_first_nonfinite(ff_dtype t, const void *data, uint64_t n);
+/* The largest magnitude byte (sign bit dropped) of n fp8 e4m3 bytes: e4m3
+ * orders its magnitudes as their bits, 0x7f being NaN. An FP8 weight's
+ * codes and an NVFP4 module's block scales are both scanned with it. */
+uint8_t ff_e4m3_max_magnitude(const uint8_t *p, uint64_t n);
 
 static inline float ff_bf16_to_f32(uint16_t h)
 {

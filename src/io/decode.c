@@ -252,18 +252,6 @@ static void count_bad(const float *v, const uint8_t *p8, uint64_t at, dq_stats *
     }
 }
 
-/* The largest scale magnitude byte of n scales: branch-free, so it
- * vectorizes. */
-VECTORIZE_LOOP static unsigned top_scale_magnitude(const uint8_t *scales, uint64_t n)
-{
-    uint8_t m = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        uint8_t b = scales[i] & 0x7f;
-        m = b > m ? b : m;
-    }
-    return m;
-}
-
 void dq_decode_rows(const ckpt *c, const dq_module *m, const dq_table *t, uint64_t row, uint64_t n, float *f32,
                     uint16_t *bf16, dq_stats *st)
 {
@@ -274,7 +262,7 @@ void dq_decode_rows(const ckpt *c, const dq_module *m, const dq_table *t, uint64
      * nearly always): group by group, this count was dequantize's serial
      * check of each module while the other core waited, and a second pass
      * in each of its tasks. */
-    uint64_t counted = f32 || top_scale_magnitude(scales, groups) >= t->bad_from ? groups : 0;
+    uint64_t counted = f32 || ff_e4m3_max_magnitude(scales, groups) >= t->bad_from ? groups : 0;
     for (uint64_t g = 0; g < counted; g++) {
         const float *v = t->val + scales[g] * 16;
         const uint8_t *p8 = packed + g * (NVFP4_GROUP / 2);

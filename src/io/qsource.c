@@ -17,7 +17,6 @@
 #include "qs_bufs.h"
 #include "qsource_simd.h"
 #include "threadpool.h"
-#include "vectorize.h"
 
 #define CT_INT_FMT "pack-quantized"
 #define CT_MXFP4_FMT "mxfp4-pack-quantized"
@@ -608,22 +607,10 @@ void qs_rows_decode(const qs_rows *r, uint64_t r0, uint64_t n, uint16_t *out)
         d->ctint(r->data, r->scales, r->sd, r->cols, r->group, r0, n, out);
 }
 
-/* The largest magnitude byte (sign dropped) of p[0, len): E4M3 orders its
- * magnitudes as their bits, 0x7f being NaN. */
-VECTORIZE_LOOP static uint8_t e4m3_max_code(const uint8_t *p, uint64_t len)
-{
-    uint8_t m = 0;
-    for (uint64_t i = 0; i < len; i++) {
-        uint8_t b = p[i] & 0x7f;
-        m = b > m ? b : m;
-    }
-    return m;
-}
-
 /* Blocks [b0, b0 + nb)'s largest codes over rows [a, z), all under one
  * scale row, read row by row: block by block, each row's 128 bytes lay 7 KB
  * past the last row's and the loads waited on memory (Kimi-K2 FP8, 2
- * threads: 65% of the job's samples on e4m3_max_code's first load). */
+ * threads: 65% of the job's samples on ff_e4m3_max_magnitude's first load). */
 #define MAX_BLOCKS 64
 
 static void block_max_codes(const qs_rows *r, uint64_t a, uint64_t z, uint64_t b0, uint64_t nb, uint8_t *m)
@@ -633,7 +620,7 @@ static void block_max_codes(const qs_rows *r, uint64_t a, uint64_t z, uint64_t b
         const uint8_t *row = r->data + i * r->cols;
         for (uint64_t b = 0; b < nb; b++) {
             uint64_t c0 = (b0 + b) * FP8B_BLOCK, len = r->cols - c0 < FP8B_BLOCK ? r->cols - c0 : FP8B_BLOCK;
-            uint8_t x = e4m3_max_code(row + c0, len);
+            uint8_t x = ff_e4m3_max_magnitude(row + c0, len);
             m[b] = x > m[b] ? x : m[b];
         }
     }
@@ -718,7 +705,7 @@ int qs_rows_top_absmax(const qs_rows *r, float *amax)
  * codes, contiguous. */
 int qs_rows_nan(const qs_rows *r, uint64_t r0, uint64_t n)
 {
-    return r->kind == QS_FP8_BLOCK && e4m3_max_code(r->data + r0 * r->cols, n * r->cols) == 0x7f;
+    return r->kind == QS_FP8_BLOCK && ff_e4m3_max_magnitude(r->data + r0 * r->cols, n * r->cols) == 0x7f;
 }
 
 _Static_assert(NVFP4_CODE_BLOCK == FP8B_BLOCK, "one code table per FP8 block");
