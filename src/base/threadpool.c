@@ -82,6 +82,8 @@ ff_pool *pool_create(int threads)
 
 int pool_threads(const ff_pool *p) { return p->nworkers + 1; }
 
+int pool_tasks_left(ff_pool *p) { return atomic_load(&p->next) < p->ntasks; }
+
 void pool_run_indexed(ff_pool *p, size_t ntasks, pool_worker_fn fn, void *ctx)
 {
     if (ntasks == 0)

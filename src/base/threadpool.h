@@ -21,4 +21,9 @@ void pool_run(ff_pool *p, size_t ntasks, pool_task_fn fn, void *ctx);
 typedef void (*pool_worker_fn)(void *ctx, size_t task, int worker);
 void pool_run_indexed(ff_pool *p, size_t ntasks, pool_worker_fn fn, void *ctx);
 
+/* From inside a task: whether the run in flight still has tasks no thread
+ * has taken. A task that works for the others (the output queue's writer)
+ * may go on while they have work of their own. */
+int pool_tasks_left(ff_pool *p);
+
 #endif

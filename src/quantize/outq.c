@@ -30,6 +30,7 @@ typedef struct qitem {
 
 struct outq {
     ckpt_writer *wr;
+    ff_pool *pool;
     size_t nbufs;             /* OUTQ_DEPTH a worker */
     uint8_t **bufs;
     unsigned char *queued;    /* per buffer: waiting for the writer (under mu) */
@@ -47,12 +48,13 @@ struct outq {
     size_t mapped_head, mapped_count, mapped_cap;
 };
 
-outq *outq_create(ckpt_writer *wr, int nworkers)
+outq *outq_create(ckpt_writer *wr, ff_pool *pool, int nworkers)
 {
     outq *q = calloc(1, sizeof *q);
     if (!q)
         return NULL;
     q->wr = wr;
+    q->pool = pool;
     q->nbufs = (size_t)(nworkers > 0 ? nworkers : 1) * OUTQ_DEPTH;
     q->bufs = calloc(q->nbufs, sizeof *q->bufs);
     q->queued = calloc(q->nbufs, 1);
@@ -267,6 +269,28 @@ int outq_drain(outq *q, ff_err *e)
     return outq_error(q, e);
 }
 
+/* Under the lock, with no other writer: one mapped piece, and more while
+ * the pool's other threads have tasks to take; so the turn ends once no
+ * task is left but this thread's own, and the pool run can end. The file
+ * takes one writer at a time: a writer that stopped after one piece left
+ * the codes an MXFP4 source carries to the final drain, with every other
+ * core idle (bench/serial.sh). */
+static void write_turn(outq *q)
+{
+    q->writing = 1;
+    int mapped_turn = 1;
+    for (;;) {
+        if (q->npending)
+            write_pending(q);
+        else if (q->mapped_count && (mapped_turn || (q->pool && pool_tasks_left(q->pool)))) {
+            write_one_mapped(q);
+            mapped_turn = 0;
+        } else
+            break;
+    }
+    q->writing = 0;
+}
+
 void outq_submit(outq *q, int worker, const uint8_t *buf, size_t out_a, uint64_t at_a, uint64_t len_a,
                  size_t out_b, uint64_t at_b, uint64_t len_b)
 {
@@ -286,20 +310,15 @@ void outq_submit(outq *q, int worker, const uint8_t *buf, size_t out_a, uint64_t
         pthread_mutex_unlock(&q->mu);
         return;
     }
-    q->writing = 1;
-    /* one mapped piece a turn: the turn ends once the rows are written,
-     * so this thread is back to quantizing and the pool run can end */
-    int mapped_turn = 1;
-    for (;;) {
-        if (q->npending)
-            write_pending(q);
-        else if (mapped_turn && q->mapped_count) {
-            write_one_mapped(q);
-            mapped_turn = 0;
-        } else
-            break;
-    }
-    q->writing = 0;
+    write_turn(q);
+    pthread_mutex_unlock(&q->mu);
+}
+
+void outq_help(outq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    if (!q->writing && (q->npending || q->mapped_count))
+        write_turn(q);
     pthread_mutex_unlock(&q->mu);
 }
 

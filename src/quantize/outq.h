@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "ff_err.h"
+#include "threadpool.h"
 #include "writer.h"
 
 /* Buffers a thread may have queued before it waits for the writer. */
@@ -20,7 +21,8 @@
 
 typedef struct outq outq;
 
-outq *outq_create(ckpt_writer *wr, int nworkers);
+/* pool: the pool whose tasks queue and write (pool_tasks_left). */
+outq *outq_create(ckpt_writer *wr, ff_pool *pool, int nworkers);
 void outq_free(outq *q);
 /* Every buffer at least `bytes` (between pool runs only); -1: out of memory. */
 int outq_reserve(outq *q, uint64_t bytes);
@@ -49,6 +51,12 @@ typedef struct outq_check {
  * from it (st_map_drop) once written, which reads back from the file but
  * would zero anonymous memory. */
 void outq_queue_mapped(outq *q, size_t out, const uint8_t *p, uint64_t len, outq_check check);
+/* A pool task with no rows of its own to queue (the MXFP4 exact route's)
+ * takes the writer's turn when nobody holds it: what is pending and one
+ * mapped piece. Without it the codes queued by one exact unit waited for a
+ * streamed unit's turns or the final drain, while the pool ran tasks that
+ * write nothing. */
+void outq_help(outq *q);
 /* Writes every mapped piece still queued (no pool thread may be writing:
  * between pool runs). FF_OK, or the queue's first failure. */
 int outq_drain(outq *q, ff_err *e);

@@ -168,7 +168,7 @@ static int run_items(const ckpt *c, const plan *p, ff_pool *pool, nvfp4_rows_fn 
     io.slots = calloc((size_t)io.nslots, sizeof *io.slots);
     io.scratch = calloc((size_t)io.nslots, sizeof *io.scratch);
     io.i4 = calloc((size_t)io.nslots, sizeof *io.i4);
-    io.q = outq_create(wr, io.nslots);
+    io.q = outq_create(wr, pool, io.nslots);
     if (!io.slots || !io.q || !io.scratch || !io.i4) {
         free(io.wc.buf);
         free(io.slots);

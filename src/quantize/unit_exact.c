@@ -87,6 +87,8 @@ static void span_task(void *ctx, size_t t)
         mx_span_add(&j->span[t], w->codes(w->ctx, r), w->exps(w->ctx, r), 1, w->cols);
     if (!j->full)
         mx_exps_present(w, r0, r0 + n, j->present[t]);
+    if (j->x->io->q)
+        outq_help(j->x->io->q);
 }
 
 static int span_fail(const exact_job *j, size_t t, ff_err *e)
@@ -171,20 +173,48 @@ static void fill_task(void *ctx, size_t t)
         if (j->codes)   /* a gpt-oss slice: every other row */
             memcpy(j->codes + r * pb, qs_mx_codes_row(j->x->c, w, m->src, r), pb);
     }
+    if (j->x->io->q)
+        outq_help(j->x->io->q);
 }
 
-/* The member's codes when they lie in the mapping as one run, mapped in
- * one call so that write() can take them from there (faulting them in page
- * by page inside the kernel cost 2-5 s of sys time on 2.4 GB); NULL when
- * they do not (a gpt-oss slice) or the kernel cannot map them ahead. */
-static const uint8_t *mapped_codes(const unit_ctx *x, const plan_member *m)
+/* The member's codes when they lie in the mapping as one run; NULL when
+ * they do not (a gpt-oss slice). */
+static const uint8_t *codes_run(const unit_ctx *x, const plan_member *m)
 {
     const qs_weight *w = plan_source_weight(x->p, m->src);
     uint64_t pb = m->cols / 2;
     const uint8_t *first = qs_mx_codes_row(x->c, w, m->src, 0);
     if (m->rows > 1 && qs_mx_codes_row(x->c, w, m->src, m->rows - 1) != first + (m->rows - 1) * pb)
         return NULL;
-    return st_map_populate(first, m->rows * pb) == 0 ? first : NULL;
+    return first;
+}
+
+/* outq_check's fn for queued codes: nothing to check (every E2M1 code is a
+ * number), but mapped in one call so that write() takes them from there:
+ * faulting them in page by page inside the kernel cost 2-5 s of sys time
+ * on 2.4 GB. */
+static int map_codes_piece(const void *ctx, const void *tensor, const uint8_t *p, uint64_t at, uint64_t len,
+                           ff_err *e)
+{
+    (void)ctx, (void)tensor, (void)at, (void)e;
+    st_map_populate(p, len);
+    return FF_OK;
+}
+
+/* The member's codes for the writer: queued to the writers' turns (two or
+ * more threads), which later units' pool tasks take while this thread
+ * goes on (written here, the codes were 275 of an MXFP4 job's 628 ms with
+ * one core idle on the lent Intel host); else mapped here to be written
+ * now; NULL when they must be copied (a gpt-oss slice, or no mapping
+ * ahead). */
+static const uint8_t *mapped_codes(const unit_ctx *x, const plan_member *m, int *queued)
+{
+    const uint8_t *first = codes_run(x, m);
+    uint64_t bytes = m->rows * (m->cols / 2);
+    *queued = first && x->io->q && x->io->nslots > 1;
+    if (*queued)
+        outq_queue_mapped(x->io->q, m->out, first, bytes, (outq_check){.fn = map_codes_piece});
+    return first && (*queued || st_map_populate(first, bytes) == 0) ? first : NULL;
 }
 
 /* Codes copied as they are, scales 2^(e - 127 + k), global scale 2^k. */
@@ -194,7 +224,8 @@ static int mx_write_member(const unit_ctx *x, const plan_unit *u, size_t member,
     uint64_t pb = m->cols / 2, sb = m->cols / NVFP4_GROUP;
     uint8_t table[256];
     mx_exact_table(k, table);
-    const uint8_t *mapped = mapped_codes(x, m);
+    int queued;
+    const uint8_t *mapped = mapped_codes(x, m, &queued);
     exact_job j = {.x = x, .u = u, .member = member, .table = table, .scales = malloc(m->rows * sb + 1),
                    .codes = mapped ? NULL : malloc(m->rows * pb + 1)};
     if (!j.scales || (!mapped && !j.codes)) {
@@ -204,7 +235,7 @@ static int mx_write_member(const unit_ctx *x, const plan_unit *u, size_t member,
     }
     pool_run(x->pool, (size_t)((m->rows + EXACT_ROWS - 1) / EXACT_ROWS), fill_task, &j);
     /* the mapped codes are released behind the item, as every input is */
-    int rc = qz_out_write(&x->io->wc, x->wr, m->out, mapped ? mapped : j.codes, m->rows * pb, e);
+    int rc = queued ? outq_error(x->io->q, e) : qz_out_write(&x->io->wc, x->wr, m->out, mapped ? mapped : j.codes, m->rows * pb, e);
     if (!rc)
         rc = qz_out_write(&x->io->wc, x->wr, m->out + 1, j.scales, m->rows * sb, e);
     if (!rc)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "outq.h"
+#include "threadpool.h"
 #include "safetensors.h"
 #include "unit.h"
 #include "writer.h"
@@ -123,7 +124,7 @@ static void test_failed_write_is_reported(void)
     ckpt_writer *w = open_set("failed");
     ff_err e = {0};
     CHECK(w != NULL);
-    outq *q = outq_create(w, 1);
+    outq *q = outq_create(w, NULL, 1);
     CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
     limit_file_size(4096);
     for (int t = 0; t < OUTQ_DEPTH + 2; t++) {
@@ -146,7 +147,7 @@ static void test_range_past_tensor_is_refused(void)
     ckpt_writer *w = open_set("past");
     ff_err e = {0};
     CHECK(w != NULL);
-    outq *q = outq_create(w, 1);
+    outq *q = outq_create(w, NULL, 1);
     CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
     for (int t = 0; t < OUTQ_DEPTH + 2; t++) {
         uint8_t *buf = outq_buffer(q, 0);
@@ -176,7 +177,7 @@ static void run_workers(outq *q)
  * threads, then tensor b unless the caller leaves it out. */
 static void write_all(ckpt_writer *w, int skip_b)
 {
-    outq *q = outq_create(w, WORKERS);
+    outq *q = outq_create(w, NULL, WORKERS);
     CHECK(q && outq_reserve(q, ROW_A + ROW_B) == 0);
     run_workers(q);
     ff_err e = {0};
@@ -298,7 +299,7 @@ static void kept_open(kept_fixture *f, const char *name, int workers)
     CHECK(f->w != NULL);
     f->src = map_kept_source(&f->kf);
     CHECK(f->src != NULL);
-    f->q = outq_create(f->w, workers);
+    f->q = outq_create(f->w, NULL, workers);
     CHECK(f->q && outq_reserve(f->q, ROW_A + ROW_B) == 0);
 }
 
@@ -384,6 +385,66 @@ static void test_mapped_piece_check_stops_its_write(void)
     kept_close(&f);
 }
 
+/* A task with no rows of its own takes the writer's turn for one mapped
+ * piece when the queue has no pool to ask (or the pool has no tasks left). */
+static void test_help_writes_one_mapped_piece(void)
+{
+    kept_fixture f;
+    ff_err e = {0};
+    kept_open(&f, "help", 2);
+    uint64_t before = ckpt_writer_bytes(f.w);
+    outq_queue_mapped(f.q, 1, f.src, KEPT, (outq_check){0});
+    outq_help(f.q);
+    CHECK(ckpt_writer_bytes(f.w) == before + (1u << 20));
+    CHECK(outq_drain(f.q, &e) == FF_OK);
+    CHECK(ckpt_writer_bytes(f.w) == before + KEPT);
+    CHECK(bytes_match(f.w, kept_outs, 1));
+    kept_close(&f);
+}
+
+/* Task 0 helps the writer; the others take a while each. */
+typedef struct help_run {
+    outq *q;
+    ckpt_writer *w;
+    uint64_t written_by_help;   /* bytes written when task 0's turn ended */
+} help_run;
+
+static void help_task(void *ctx, size_t t)
+{
+    help_run *h = ctx;
+    if (t == 0) {
+        uint64_t before = ckpt_writer_bytes(h->w);
+        outq_help(h->q);
+        h->written_by_help = ckpt_writer_bytes(h->w) - before;
+    } else
+        usleep(20000);
+}
+
+/* With a pool whose other threads still have tasks, the writer's turn goes
+ * on past one mapped piece: three pieces, written while the seven slow
+ * tasks run, leave nothing for the drain. */
+static void test_help_goes_on_while_the_pool_has_tasks(void)
+{
+    kept_fixture f;
+    ff_err e = {0};
+    f.w = open_kept_set("help-pool");
+    CHECK(f.w != NULL);
+    f.src = map_kept_source(&f.kf);
+    CHECK(f.src != NULL);
+    ff_pool *pool = pool_create(2);
+    f.q = outq_create(f.w, pool, 2);
+    CHECK(pool && f.q && outq_reserve(f.q, ROW_A + ROW_B) == 0);
+    outq_queue_mapped(f.q, 1, f.src, KEPT, (outq_check){0});
+    help_run h = {.q = f.q, .w = f.w};
+    pool_run(pool, 8, help_task, &h);
+    CHECK(h.written_by_help == KEPT);
+    CHECK(pool_tasks_left(pool) == 0);
+    CHECK(outq_drain(f.q, &e) == FF_OK);
+    CHECK(bytes_match(f.w, kept_outs, 1));
+    pool_destroy(pool);
+    kept_close(&f);
+}
+
 /* Buffers that one write call cannot take whole (each call writes at most
  * 1 MB) land in place and are all counted: a shard short of bytes by the
  * count would be refused at close. */
@@ -417,6 +478,8 @@ int main(void)
     RUN(test_mapped_write_failure_is_reported);
     RUN(test_mapped_piece_check_stops_its_write);
     RUN(test_writev_over_many_calls_counts_every_byte);
+    RUN(test_help_writes_one_mapped_piece);
+    RUN(test_help_goes_on_while_the_pool_has_tasks);
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)
