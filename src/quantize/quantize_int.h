@@ -162,7 +162,11 @@ int qz_unit_prepare(unit_job *j, const ckpt *c, const plan *p, const plan_unit *
 int qz_can_ride(const plan *p, const plan_unit *u, nvfp4_rows_fn kernel, const nvfp4_obs *obs,
                 const quant_source *qs);
 int qz_unit_cached(const unit_job *v);
-int qz_write_unit(unit_job *j, unit_job *side, ff_pool *pool, io_state *io, ckpt_writer *wr, ff_err *e);
+/* A unit whose amax comes from its stored scales (INT4, FP8-block), which
+ * the previous unit's pass may take ahead (qz_write_unit's ahead). */
+int qz_takes_scales_ahead(const plan *p, const plan_unit *u, const nvfp4_obs *obs, const quant_source *qs);
+int qz_write_unit(unit_job *j, unit_job *side, unit_job *ahead, ff_pool *pool, io_state *io, ckpt_writer *wr,
+                  ff_err *e);
 void qz_free_job(unit_job *j);
 
 /* unit_observe.c: the MSE observers' passes */

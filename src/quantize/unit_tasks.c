@@ -539,9 +539,59 @@ static int refuse_bad_task(const unit_job *j, ff_err *e)
     return FF_OK;
 }
 
-/* The unit's amax (unless it rode along), global scale, quantizing pass
- * (carrying side's amax pass when side is given) and outputs; frees j. */
-int qz_write_unit(unit_job *j, unit_job *side, ff_pool *pool, io_state *io, ckpt_writer *wr, ff_err *e)
+/* The next unit's amax from its scales (amax_from_scales) as task 0 of this
+ * unit's quantizing pass, the pass's own tasks shifted by one. */
+typedef struct ahead_run {
+    unit_job *j, *ahead;
+    pool_worker_fn fn;
+} ahead_run;
+
+static void ahead_task(void *ctx, size_t t, int worker)
+{
+    ahead_run *a = ctx;
+    if (t == 0)
+        a->ahead->amax_done = amax_from_scales(a->ahead);
+    else
+        a->fn(a->j, t - 1, worker);
+}
+
+/* An INT4 or FP8-block unit's amax comes from its scales, read on the main
+ * thread between pool runs while the other threads waited (Kimi-K2 INT4
+ * synth, 2 threads: the band scan alone was 5% of the main thread's
+ * samples); taken in the previous unit's pass, it overlaps that unit's
+ * tasks. */
+static void run_quant_pass(ff_pool *pool, unit_job *j, pool_worker_fn fn, unit_job *ahead)
+{
+    if (!ahead || j->elems < SMALL_UNIT_ELEMS) {
+        qz_run_tasks(pool, j, fn);
+        return;
+    }
+    ahead_run a = {.j = j, .ahead = ahead, .fn = fn};
+    pool_run_indexed(pool, j->ntasks + 1, ahead_task, &a);
+}
+
+int qz_takes_scales_ahead(const plan *p, const plan_unit *u, const nvfp4_obs *obs, const quant_source *qs)
+{
+    if (u->fp8 || obs || qs || !p->src_view || qz_mxfp4_unit(p, u))
+        return 0;
+    uint64_t elems = 0;
+    for (size_t k = 0; k < u->count; k++) {
+        const plan_member *m = &p->members[u->first + k];
+        const qs_weight *sw = plan_source_weight(p, m->src);
+        if (!sw || !qs_rows_able(p->src_view, sw) || m->transposed || m->row0 ||
+            m->rows * m->cols != st_numel(m->src->st))
+            return 0;
+        elems += m->rows * m->cols;
+    }
+    return (p->src_view->fmt.kind == QS_CT_INT || p->src_view->fmt.kind == QS_FP8_BLOCK) &&
+           elems >= SMALL_UNIT_ELEMS;
+}
+
+/* The unit's amax (unless it rode along or was taken ahead), global scale,
+ * quantizing pass (carrying side's amax pass when side is given, or
+ * ahead's amax from its scales) and outputs; frees j. */
+int qz_write_unit(unit_job *j, unit_job *side, unit_job *ahead, ff_pool *pool, io_state *io, ckpt_writer *wr,
+                  ff_err *e)
 {
     const plan *p = j->p;
     const plan_unit *u = j->u;
@@ -564,7 +614,7 @@ int qz_write_unit(unit_job *j, unit_job *side, ff_pool *pool, io_state *io, ckpt
             qz_run_tasks(pool, j, quant_side_task);
             side->amax_done = 1;
         } else {
-            qz_run_tasks(pool, j, j->obs ? qz_quant_ranges_task : quant_task);
+            run_quant_pass(pool, j, j->obs ? qz_quant_ranges_task : quant_task, ahead);
         }
         rc = outq_error(io->q, e);
         if (rc == FF_OK)

@@ -64,7 +64,8 @@ def bad(good, out, kind):
     data = bytearray(data)
     fp8 = kind.startswith("fp8_")
     suffix = ".weight_scale_inv" if fp8 else ".weight_packed"
-    mod = sorted(k[:-len(suffix)] for k in h if k.endswith(suffix))[0]
+    kind, _, mod = kind.partition(":")   # KIND:MODULE names the module; else the first by name
+    mod = mod or sorted(k[:-len(suffix)] for k in h if k.endswith(suffix))[0]
     cfg = json.load(open(os.path.join(out, "config.json")))
     qc = cfg.get("quantization_config") or cfg["text_config"]["quantization_config"]
     if kind == "fp8_nan_byte":   # E4M3 0xff (NaN) at element 77 of an FP8 weight

@@ -73,6 +73,11 @@ $FF_FAST synth --arch kimi-k2 --source fp8-block --layers 2 --experts 2 "$W/fp8"
 hostile fp8_nan_byte "$W/fp8" fp8_nan_byte "weight: element 77 is NaN or Inf"
 hostile fp8_inf_scale "$W/fp8" fp8_inf_scale "weight: element 0 is NaN or Inf"
 hostile fp8_nan_low_block "$W/fp8" fp8_nan_low_block
+# Units of 2^18 elements and more take the next unit's amax from its scales in their own pass
+# (qz_write_unit's ahead): the low-block NaN of a later unit is still named, by element
+$FF_FAST synth --arch kimi-k2 --source fp8-block --layers 2 --experts 2 --hidden 512 --moe-intermediate 1024 \
+    --intermediate 1024 "$W/fp8m" > /dev/null || fail "sources_fp8m_synth"
+hostile fp8_nan_low_block_taken_ahead "$W/fp8m" fp8_nan_low_block:model.layers.1.mlp.experts.1.down_proj
 
 # Kimi-K2.5 at real geometry: plan from INT4 sparse headers (best of two)
 $FF_FAST synth --arch kimi-k2.5 --size real --sparse --source int4 "$W/k25-real" > /dev/null || fail "sources_k25_real_synth"
