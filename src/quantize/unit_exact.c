@@ -234,8 +234,10 @@ static int mx_write_member(const unit_ctx *x, const plan_unit *u, size_t member,
         return ff_fail(e, FF_EIO, "out of memory quantizing %s", m->module);
     }
     pool_run(x->pool, (size_t)((m->rows + EXACT_ROWS - 1) / EXACT_ROWS), fill_task, &j);
-    /* the mapped codes are released behind the item, as every input is */
-    int rc = queued ? outq_error(x->io->q, e) : qz_out_write(&x->io->wc, x->wr, m->out, mapped ? mapped : j.codes, m->rows * pb, e);
+    /* mapped codes written here are released behind the item, as every
+     * input is; queued ones by the writer, piece by piece */
+    int rc = queued ? outq_error(x->io->q, e)
+                    : qz_out_write(&x->io->wc, x->wr, m->out, mapped ? mapped : j.codes, m->rows * pb, e);
     if (!rc)
         rc = qz_out_write(&x->io->wc, x->wr, m->out + 1, j.scales, m->rows * sb, e);
     if (!rc)
