@@ -373,9 +373,9 @@ void qz_free_job(unit_job *j)
 /* A member read whole from a stored weight that decodes by rows: decoded a
  * task at a time (by_rows) when the passes allow it (not the searches,
  * which read each row many times). */
-static int rows_member(const unit_job *j, const plan_member *m, const qs_weight *sw, int allowed)
+static int rows_member(const plan *p, const plan_member *m, const qs_weight *sw, int allowed)
 {
-    return allowed && qs_rows_able(j->p->src_view, sw) && !m->transposed && !m->row0 &&
+    return allowed && qs_rows_able(p->src_view, sw) && !m->transposed && !m->row0 &&
            m->rows * m->cols == st_numel(m->src->st);
 }
 
@@ -396,7 +396,7 @@ int qz_load_members(unit_job *j, const quant_source *qs, ff_pool *pool, int by_r
         /* a quantized source's weight: decoded to the reference bf16 for this unit only */
         const qs_weight *sw = plan_source_weight(j->p, src);
         uint16_t *dec = NULL;
-        if (sw && rows_member(j, m, sw, by_rows_ok))
+        if (sw && rows_member(j->p, m, sw, by_rows_ok))
             rc = qs_rows_open(j->c, j->p->src_view, sw, &j->lazy[k], e);
         else if (sw && (rc = qs_decode(j->c, j->p->src_view, sw, pool, &dec, e)) == FF_OK)
             j->data[k] = dec;
@@ -572,14 +572,13 @@ static void run_quant_pass(ff_pool *pool, unit_job *j, pool_worker_fn fn, unit_j
 
 int qz_takes_scales_ahead(const plan *p, const plan_unit *u, const nvfp4_obs *obs, const quant_source *qs)
 {
-    if (u->fp8 || obs || qs || !p->src_view || qz_mxfp4_unit(p, u))
+    if (u->fp8 || obs || qs || !p->src_view)
         return 0;
     uint64_t elems = 0;
     for (size_t k = 0; k < u->count; k++) {
         const plan_member *m = &p->members[u->first + k];
         const qs_weight *sw = plan_source_weight(p, m->src);
-        if (!sw || !qs_rows_able(p->src_view, sw) || m->transposed || m->row0 ||
-            m->rows * m->cols != st_numel(m->src->st))
+        if (!sw || !rows_member(p, m, sw, 1))
             return 0;
         elems += m->rows * m->cols;
     }
