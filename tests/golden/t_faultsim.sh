@@ -119,6 +119,14 @@ SUFFIX="" FF_FAULTSIM_JANSSON=0 countdown quantize_fp8_block "$W/o-fp8" quantize
 # a compressed-tensors INT4 source: each weight's scale tops, its amax from them
 $FF_FAST synth --arch kimi-k2 --source int4 --layers 2 --experts 2 "$W/int4" > /dev/null || fail faultsim_setup_int4
 SUFFIX="" FF_FAULTSIM_JANSSON=0 countdown quantize_int4 "$W/o-int4" quantize --quiet --threads 2 "$W/int4" "$W/o-int4"
+# units of 2^18 elements and more on 2 threads: an FP8-block unit's amax taken in the
+# previous unit's pass (ahead), and MXFP4 codes queued to the writers' turns
+$FF_FAST synth --arch kimi-k2 --source fp8-block --layers 2 --experts 2 --hidden 512 --moe-intermediate 1024 \
+    --intermediate 1024 "$W/fp8m" > /dev/null || fail faultsim_setup_fp8m
+SUFFIX="" FF_FAULTSIM_JANSSON=0 countdown quantize_fp8_ahead "$W/o-fp8m" quantize --quiet --threads 2 "$W/fp8m" "$W/o-fp8m"
+$FF_FAST synth --arch kimi-k2 --source mxfp4 --layers 2 --experts 2 --hidden 512 --moe-intermediate 1024 \
+    --intermediate 1024 "$W/mxm" > /dev/null || fail faultsim_setup_mxm
+SUFFIX="" FF_FAULTSIM_JANSSON=0 countdown quantize_mxfp4_queued "$W/o-mxm" quantize --quiet --threads 2 "$W/mxm" "$W/o-mxm"
 # a family as data for an architecture no built-in family claims (issue 37):
 # the description inferred, parsed (as --family-file's is) and planned
 cp -r "$W/in" "$W/unk" && sed -i 's/"model_type": "qwen3_moe"/"model_type": "brandnew_moe"/' "$W/unk/config.json"
