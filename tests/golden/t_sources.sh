@@ -78,6 +78,16 @@ hostile fp8_nan_low_block "$W/fp8" fp8_nan_low_block
 $FF_FAST synth --arch kimi-k2 --source fp8-block --layers 2 --experts 2 --hidden 512 --moe-intermediate 1024 \
     --intermediate 1024 "$W/fp8m" > /dev/null || fail "sources_fp8m_synth"
 hostile fp8_nan_low_block_taken_ahead "$W/fp8m" fp8_nan_low_block:model.layers.1.mlp.experts.1.down_proj
+# the same bytes on 1 thread (no queue; amax ahead still task 0) and 3 (codes and kept
+# tensors in the writers' turns, turns that go on while the pool has tasks)
+$FF_FAST synth --arch kimi-k2 --source mxfp4 --layers 2 --experts 2 --hidden 512 --moe-intermediate 1024 \
+    --intermediate 1024 "$W/mxm" > /dev/null || fail "sources_mxm_synth"
+for src in fp8m mxm; do
+    for t in 1 3; do $FF quantize "$W/$src" "$W/$src-t$t" --quiet --threads $t > /dev/null 2>&1; done
+    if cmp -s "$W/$src-t1/model.safetensors" "$W/$src-t3/model.safetensors"; then
+        pass "sources_${src}_threads_same_bytes" "1 and 3 threads"
+    else fail "sources_${src}_threads_same_bytes" "1 and 3 threads differ"; fi
+done
 
 # Kimi-K2.5 at real geometry: plan from INT4 sparse headers (best of two)
 $FF_FAST synth --arch kimi-k2.5 --size real --sparse --source int4 "$W/k25-real" > /dev/null || fail "sources_k25_real_synth"
