@@ -136,16 +136,15 @@ static int run_unit(const unit_ctx *x, size_t i, size_t ni, unit_job **next, ff_
     int ahead = nu && !ride && qz_takes_scales_ahead(p, nu, x->obs, x->qs);
     if (ride || ahead) {
         if ((*next = malloc(sizeof **next)) == NULL ||
-            (rc = qz_unit_prepare(*next, x->c, p, &p->units[p->items[ni].unit], x->kernel, x->obs, x->qs, x->pool,
-                               x->io, x->wr, e)) != FF_OK) {
+            (rc = qz_unit_prepare(*next, x->c, p, nu, x->kernel, x->obs, x->qs, x->pool, x->io, x->wr, e)) != FF_OK) {
             free(*next);
             *next = NULL;
             drop_job(&j);
             return rc ? rc : ff_fail(e, FF_EIO, "out of memory quantizing %s", p->members[u->first].module);
         }
     }
-    rc = qz_write_unit(j, ride && *next && qz_unit_cached(*next) ? *next : NULL, ahead ? *next : NULL, x->pool,
-                       x->io, x->wr, e);
+    rc = qz_write_unit(j, ride && qz_unit_cached(*next) ? *next : NULL, ahead ? *next : NULL, x->pool, x->io,
+                       x->wr, e);
     free(j);
     if (rc)
         drop_job(next);

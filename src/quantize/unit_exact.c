@@ -203,10 +203,10 @@ static int map_codes_piece(const void *ctx, const void *tensor, const uint8_t *p
 
 /* The member's codes for the writer: queued to the writers' turns (two or
  * more threads), which later units' pool tasks take while this thread
- * goes on (written here, the codes were 275 of an MXFP4 job's 628 ms with
- * one core idle on the lent Intel host); else mapped here to be written
- * now; NULL when they must be copied (a gpt-oss slice, or no mapping
- * ahead). */
+ * goes on (written here, they kept the other core idle for 299-412 ms of a
+ * 2-thread job: bench/serial.sh, Kimi-K2 MXFP4 synth, this project's
+ * 2-core VM); else mapped here to be written now; NULL when they must be
+ * copied (a gpt-oss slice, or no mapping ahead). */
 static const uint8_t *mapped_codes(const unit_ctx *x, const plan_member *m, int *queued)
 {
     const uint8_t *first = codes_run(x, m);
