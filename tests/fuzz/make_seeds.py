@@ -1,7 +1,9 @@
 """Writes the fuzzers' seed corpora (tests/fuzz/corpus/<harness>/), small and valid, so
 each harness starts inside the parser rather than at its first refusal.
-usage: python3 tests/fuzz/make_seeds.py   (stdlib only; the output is checked in)"""
-import json, os, struct
+usage: python3 tests/fuzz/make_seeds.py   (stdlib only; the output is checked in)
+fuzz_quantize's seeds are whole source folders that `fp4forge synth` writes (FP4FORGE, default
+build/fp4forge); without that binary they are left as checked in."""
+import json, os, struct, subprocess, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEP = b"\n=====\n"
@@ -188,3 +190,22 @@ nv = [(L + "self_attn.q_proj.weight_packed", "U8", [4, 16], bytes(range(64))),
       (L + "self_attn.k_proj.weight_global_scale", "F32", [1], struct.pack("<f", 1e-40)),
       (L + "self_attn.q_proj.input_scale", "F32", [1], struct.pack("<f", 1.0))]
 write("dequantize", "modules", json.dumps(Q).encode() + SEP + st(nv))
+
+
+# Whole source folders for the quantize job (fuzz_quantize): config.json, then the shard, as
+# synth writes them at toy size: bf16, FP8-block, INT4, MXFP4 (Qwen3-MoE) and gpt-oss.
+FF = os.environ.get("FP4FORGE", os.path.join(HERE, "..", "..", "build", "fp4forge"))
+TOY = ["--layers", "1", "--hidden", "32", "--intermediate", "32", "--moe-intermediate", "32", "--experts", "2",
+       "--vocab", "16", "--heads", "2", "--kv-heads", "1", "--head-dim", "16"]
+if os.access(FF, os.X_OK):
+    for name, args in [("bf16", ["--arch", "qwen3-moe", "--source", "bf16"]),
+                       ("fp8_block", ["--arch", "qwen3-moe", "--source", "fp8-block"]),
+                       ("int4", ["--arch", "qwen3-moe", "--source", "int4"]),
+                       ("mxfp4", ["--arch", "qwen3-moe", "--source", "mxfp4"]),
+                       ("gptoss", ["--arch", "gpt-oss-20b"])]:
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run([FF, "synth", *args, *TOY, os.path.join(tmp, "m")], check=True, stdout=subprocess.DEVNULL)
+            parts = [open(os.path.join(tmp, "m", f), "rb").read() for f in ("config.json", "model.safetensors")]
+            write("quantize", name, SEP.join(parts))
+else:
+    print("make_seeds: %s not built; corpus/quantize left as it is" % FF)
