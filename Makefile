@@ -151,6 +151,10 @@ bench-mse: $(B)/bench-mse
 $(B)/bench-pagecache: bench/pagecache.c
 	$(CC) $(CFLAGS) -O3 $< -lpthread -o $@
 
+# One output written by one or two threads into one or two files (docs/bench.md).
+$(B)/bench-write-files: bench/write_files.c
+	$(CC) $(CFLAGS) $< -lpthread -o $@
+
 clean:
 	rm -rf $(B)
 
