@@ -41,7 +41,7 @@ static double now(void)
 }
 
 /* chunks id, id + threads, ... of the output; with two files, worker id
- * writes file id's chunks in order */
+ * writes file id's chunks 0, 1, 2, ... */
 static void *write_share(void *arg)
 {
     const worker *w = arg;
@@ -54,7 +54,7 @@ static void *write_share(void *arg)
         if (r->way == MAPPED)
             memcpy(r->map + off, buf, CHUNK);
         else if (pwrite(r->fd[r->way == TWO_FILES ? w->id : 0], buf, CHUNK,
-                        (off_t)(r->way == TWO_FILES ? off / 2 : off)) != (ssize_t)CHUNK)
+                        (off_t)(r->way == TWO_FILES ? (off - (size_t)w->id * CHUNK) / 2 : off)) != (ssize_t)CHUNK)
             abort();
     }
     free(buf);

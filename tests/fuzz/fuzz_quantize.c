@@ -3,7 +3,7 @@
  * staging folder that is renamed into place. The decoder harnesses stop at
  * a tensor; this one also runs what only a job does with the decoded rows
  * (bf16, FP8-block, compressed-tensors INT4 and MXFP4, gpt-oss sources; the
- * exact route; the output queue's turns; fused global scales). A refusal is
+ * exact route; fused global scales; the output queue). A refusal is
  * a clean return; what was written is removed before the next input. */
 #include <stdio.h>
 #include <stdlib.h>
