@@ -14,19 +14,6 @@
 
 static const char *const names[] = {"config.json", "model.safetensors"};
 
-/* the output lives beside the input, never inside it (a folder under the
- * input would be read as part of the checkpoint) */
-static const char *out_base(void)
-{
-    static char dir[64];
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/fp4forge-fuzzout-XXXXXX");
-        if (!mkdtemp(dir))
-            abort();
-    }
-    return dir;
-}
-
 /* doctor's findings and the job's report would flood libFuzzer's log */
 static FILE *quiet(void)
 {
@@ -39,8 +26,10 @@ static FILE *quiet(void)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fz_write_parts(data, size, names, 2);
+    /* beside the input, never inside it (a folder under the input would be
+     * read as part of the checkpoint); fz_dir's name makes it this process's */
     char out[128];
-    snprintf(out, sizeof out, "%s/out", out_base());
+    snprintf(out, sizeof out, "%s-out", fz_dir());
     quantize_request r;
     quantize_request_default(&r);
     r.run.threads = 2;
