@@ -2,7 +2,9 @@
 # Whole-job A/B: `fp4forge quantize` of one page-cached checkpoint by several
 # binaries, alternating, at several thread counts, each round next to a `cat`
 # of the same files. These machines are shared and noisy: only figures from the
-# same loop are compared (docs/bench.md). Ends with each one's medians.
+# same loop are compared (docs/bench.md). Then the output written alone, and
+# read and written at once (the floors of a job on two CPUs), as many rounds;
+# ends with each one's medians.
 # usage: bench/ab.sh [--rounds N] [--threads "16 8 2"] [--out DIR] MODEL BIN [BIN...]
 set -u -o pipefail
 rounds=2 threads="$(nproc)" out=""
@@ -11,7 +13,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n 2,6p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,8p "$0"; exit 0 ;;
     *) break ;;
     esac
 done

@@ -1,8 +1,9 @@
 /* How fast this machine's page cache takes a job's output, written the ways a
  * writer could: one thread into one file, two threads into one file (each
  * buffered write holds the file's lock, so they take turns), two threads into
- * two files, and two threads through a shared mapping of one file. Every file
- * is allocated first (fallocate), as fp4forge's writers do.
+ * two files, and two threads through a shared mapping of one file; and one
+ * thread in the smaller writes a quantize job makes (one task's rows: 8 KB to
+ * 256 KB). Every file is allocated first (fallocate), as fp4forge's writers do.
  *   make build/bench-write-files
  *   build/bench-write-files GB DIR     (the files go to DIR and are removed) */
 #ifndef _GNU_SOURCE
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,7 +26,7 @@ enum way { ONE_FILE, TWO_FILES, MAPPED };
 typedef struct run {
     enum way way;
     int threads, fd[2];
-    size_t total;
+    size_t total, chunk;
     char *map;
 } run;
 
@@ -46,24 +48,32 @@ static void *write_share(void *arg)
 {
     const worker *w = arg;
     const run *r = w->r;
-    char *buf = aligned_alloc(4096, CHUNK);
+    size_t chunk = r->chunk;
+    char *buf = aligned_alloc(4096, chunk);
     if (!buf)
         abort();
-    memset(buf, w->id + 1, CHUNK);
-    for (size_t off = (size_t)w->id * CHUNK; off < r->total; off += (size_t)r->threads * CHUNK) {
+    memset(buf, w->id + 1, chunk);
+    for (size_t off = (size_t)w->id * chunk; off < r->total; off += (size_t)r->threads * chunk) {
         if (r->way == MAPPED)
-            memcpy(r->map + off, buf, CHUNK);
-        else if (pwrite(r->fd[r->way == TWO_FILES ? w->id : 0], buf, CHUNK,
-                        (off_t)(r->way == TWO_FILES ? (off - (size_t)w->id * CHUNK) / 2 : off)) != (ssize_t)CHUNK)
+            memcpy(r->map + off, buf, chunk);
+        else if (pwrite(r->fd[r->way == TWO_FILES ? w->id : 0], buf, chunk,
+                        (off_t)(r->way == TWO_FILES ? (off - (size_t)w->id * chunk) / 2 : off)) != (ssize_t)chunk)
             abort();
     }
     free(buf);
     return NULL;
 }
 
-static void time_way(const char *label, enum way way, int threads, size_t total, const char *dir)
+static double sys_seconds(void)
 {
-    run r = {.way = way, .threads = threads, .total = total};
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
+}
+
+static void time_way(const char *label, enum way way, int threads, size_t chunk, size_t total, const char *dir)
+{
+    run r = {.way = way, .threads = threads, .total = total, .chunk = chunk};
     int files = way == TWO_FILES ? 2 : 1;
     for (int i = 0; i < files; i++) {
         char path[4096];
@@ -78,7 +88,7 @@ static void time_way(const char *label, enum way way, int threads, size_t total,
         abort();
     pthread_t th[2];
     worker w[2];
-    double t0 = now();
+    double t0 = now(), sys0 = sys_seconds();
     for (int i = 0; i < threads; i++) {
         w[i] = (worker){.r = &r, .id = i};
         pthread_create(&th[i], NULL, write_share, &w[i]);
@@ -87,7 +97,7 @@ static void time_way(const char *label, enum way way, int threads, size_t total,
         pthread_join(th[i], NULL);
     if (way == MAPPED)
         munmap(r.map, total);
-    double s = now() - t0;
+    double s = now() - t0, sys = sys_seconds() - sys0;
     /* dropping the written pages is not the write's cost */
     for (int i = 0; i < files; i++) {
         char path[4096];
@@ -96,7 +106,7 @@ static void time_way(const char *label, enum way way, int threads, size_t total,
         unlink(path);
     }
     if (label)
-        printf("%-28s %.3f s  %.2f GB/s\n", label, s, total / s / 1e9);
+        printf("%-34s %.3f s  %.2f GB/s  sys %.2f s\n", label, s, total / s / 1e9, sys);
 }
 
 int main(int argc, char **argv)
@@ -107,10 +117,12 @@ int main(int argc, char **argv)
     }
     size_t total = (size_t)(atof(argv[1]) * (1 << 30)) / (2 * CHUNK) * (2 * CHUNK);
     /* untimed first: a VM's first touch of memory it had given back stalls */
-    time_way(NULL, ONE_FILE, 1, total, argv[2]);
-    time_way("1 thread, 1 file", ONE_FILE, 1, total, argv[2]);
-    time_way("2 threads, 1 file", ONE_FILE, 2, total, argv[2]);
-    time_way("2 threads, 2 files", TWO_FILES, 2, total, argv[2]);
-    time_way("2 threads, 1 mapped file", MAPPED, 2, total, argv[2]);
+    time_way(NULL, ONE_FILE, 1, CHUNK, total, argv[2]);
+    time_way("1 thread, 1 file", ONE_FILE, 1, CHUNK, total, argv[2]);
+    time_way("1 thread, 1 file, 64 KB writes", ONE_FILE, 1, 64 << 10, total, argv[2]);
+    time_way("1 thread, 1 file, 8 KB writes", ONE_FILE, 1, 8 << 10, total, argv[2]);
+    time_way("2 threads, 1 file", ONE_FILE, 2, CHUNK, total, argv[2]);
+    time_way("2 threads, 2 files", TWO_FILES, 2, CHUNK, total, argv[2]);
+    time_way("2 threads, 1 mapped file", MAPPED, 2, CHUNK, total, argv[2]);
     return 0;
 }
