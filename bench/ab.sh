@@ -110,7 +110,8 @@ done
 # output is as large as its input (INT4 sources) cannot beat this row.
 for r in $(seq "$rounds"); do
     rm -f "$scratch"
-    timed "read and write at once" sh -c "cat '$model'/*.safetensors > /dev/null & $write_out; wait"
+    timed "read and write at once" sh -c "cat '$model'/*.safetensors > /dev/null & pid=\$!
+        $write_out; rc=\$?; wait \$pid || rc=1; exit \$rc"
 done
 medians < "$log"
 rm -rf "$out" "$log" "$scratch"
