@@ -152,7 +152,7 @@ $(B)/bench-pagecache: bench/pagecache.c
 	$(CC) $(CFLAGS) -O3 $< -lpthread -o $@
 
 # One output written by one or two threads into one or two files (docs/bench.md).
-$(B)/bench-write-files: bench/write_files.c
+$(B)/bench-write-files: bench/write_files.c bench/bench_clock.h
 	$(CC) $(CFLAGS) $< -lpthread -o $@
 
 clean:

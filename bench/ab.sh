@@ -76,11 +76,13 @@ for bin in "$@"; do
     "$bin" quantize "$model" "$out" --quiet --no-doctor --threads "${threads%% *}" > /dev/null || status=1
 done
 out_bytes=$(cat "$out"/*.safetensors 2> /dev/null | wc -c)
+# every round's read of the input, timed alone and beside the output's write
+read_in="cat '$model'/*.safetensors > /dev/null"
 # The binaries take turns going first in a round.
 bins=("$@")
 for r in $(seq "$rounds"); do
     echo "round $r"
-    timed "cat" sh -c "cat '$model'/*.safetensors > /dev/null"
+    timed "cat" sh -c "$read_in"
     k=$(( (r - 1) % ${#bins[@]} ))
     for bin in "${bins[@]:k}" "${bins[@]:0:k}"; do
         for t in $threads; do
@@ -110,7 +112,7 @@ done
 # output is as large as its input (INT4 sources) cannot beat this row.
 for r in $(seq "$rounds"); do
     rm -f "$scratch"
-    timed "read and write at once" sh -c "cat '$model'/*.safetensors > /dev/null & pid=\$!
+    timed "read and write at once" sh -c "$read_in & pid=\$!
         $write_out; rc=\$?; wait \$pid || rc=1; exit \$rc"
 done
 medians < "$log"

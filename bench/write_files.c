@@ -16,8 +16,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "bench_clock.h"
 
 #define CHUNK (1u << 20)   /* fp4forge's largest write call */
 
@@ -34,13 +35,6 @@ typedef struct worker {
     run *r;
     int id;
 } worker;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 /* chunks id, id + threads, ... of the output; with two files, worker id
  * writes file id's chunks 0, 1, 2, ... */
@@ -88,7 +82,7 @@ static void time_way(const char *label, enum way way, int threads, size_t chunk,
         abort();
     pthread_t th[2];
     worker w[2];
-    double t0 = now(), sys0 = sys_seconds();
+    double t0 = bench_now(), sys0 = sys_seconds();
     for (int i = 0; i < threads; i++) {
         w[i] = (worker){.r = &r, .id = i};
         pthread_create(&th[i], NULL, write_share, &w[i]);
@@ -97,7 +91,7 @@ static void time_way(const char *label, enum way way, int threads, size_t chunk,
         pthread_join(th[i], NULL);
     if (way == MAPPED)
         munmap(r.map, total);
-    double s = now() - t0, sys = sys_seconds() - sys0;
+    double s = bench_now() - t0, sys = sys_seconds() - sys0;
     /* dropping the written pages is not the write's cost */
     for (int i = 0; i < files; i++) {
         char path[4096];
