@@ -157,20 +157,39 @@ for _ in 1 2; do
     secs=$(awk -v u="$u" -v sy="$sy" -v s="$secs" 'BEGIN{d=u+sy; printf "%.2f", d < s ? d : s}')
     wall=$(awk -v w="$w" -v s="$wall" 'BEGIN{printf "%.2f", w < s ? w : s}')
 done
+# The yardstick, timed beside it on the same machine: CPython's json (C) reading the same
+# metadata (the index and every shard's header) on one thread, best of two
+peer=99
+for _ in 1 2; do
+    TIMEFORMAT='%R'
+    t=$( { time python3 - "$W/real" > /dev/null <<'PY'
+import glob, json, struct, sys
+d = sys.argv[1]
+json.load(open(d + "/model.safetensors.index.json"))
+for p in glob.glob(d + "/*.safetensors"):
+    with open(p, "rb") as f:
+        json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+PY
+} 2>&1 )
+    peer=$(awk -v t="$t" -v s="$peer" 'BEGIN{printf "%.2f", t < s ? t : s}')
+done
 unset TIMEFORMAT
 # 24 MLA x 6 + 69 KDA x 8 + 1 dense MLP x 3 + 92 shared x 3 = 975; 92 MoE layers x 896 x 3
 got=$(plan_counts "$W/real.plan.json")
 [ "$rc" -eq 0 ] && [ "$got" = "975 975 247296 247296 92 0 True 0" ] \
     && pass "k3_real_plan_counts" "93 layers (92 MoE) x 896 experts x 3 = 247296 expert Linears from MXFP4 headers, 975 dense, 92 routers kept" \
     || fail "k3_real_plan_counts" "rc=$rc got '$got' want '975 975 247296 247296 92 0 True 0'"
-# 497,220 tensors: the issue asks under 3 s; most of it is jansson reading 313 shard
-# headers and a 59 MB index (2.7 of this VM's 4.3 s of CPU). Bars with room for a loaded
-# or slower machine: 6 s wall, 9 s CPU (CI's machine once took 4.36 s wall and 6.39 s CPU
-# where this VM took 2.90 and 4.26; the bar is for a doubling, not for the machine).
-verdict=$(awk -v w="$wall" 'BEGIN{print (w < 3.0 ? "under the issue'"'"'s 3 s" : "over the issue'"'"'s 3 s")}')
-awk -v s="$secs" -v w="$wall" 'BEGIN{exit !(s < 9.0 && w < 6.0)}' \
-    && pass "k3_real_plan_time" "best of two: ${wall} s wall, $verdict; ${secs} s CPU (bars 6 s wall, 9 s CPU)" \
-    || fail "k3_real_plan_time" "best of two: ${wall} s wall, ${secs} s CPU; bars 6 s wall, 9 s CPU"
+# 497,220 tensors: the issue asks under 3 s; most of it is jansson reading 313 shard headers
+# and a 59 MB index. The bars are ratios to the yardstick above, not seconds: one machine
+# class's seconds are another's failure (a Zen 5 VM took 2.90 s wall; a Zen 3 VM 4.55-5.45 s
+# and CI's 6.04 s, where its absolute bar was 6 s). The Zen 3 VM measured 2.6x wall and 4.0x
+# CPU of the yardstick; the bars, 4x and 6x, leave room for noise on a loaded machine, not
+# for a doubling of the work.
+verdict=$(awk -v w="$wall" 'BEGIN{print (w < 3.0 ? "under the issue'"'"'s 3 s" : "over the issue'"'"'s 3 s here")}')
+ratios=$(awk -v w="$wall" -v s="$secs" -v p="$peer" 'BEGIN{printf "%.2fx wall, %.2fx CPU", w / p, s / p}')
+awk -v s="$secs" -v w="$wall" -v p="$peer" 'BEGIN{exit !(w < 4.0 * p && s < 6.0 * p)}' \
+    && pass "k3_real_plan_time" "best of two: ${wall} s wall ($verdict), ${secs} s CPU; ${ratios} of Python's json reading the same metadata (${peer} s); bars 4x, 6x" \
+    || fail "k3_real_plan_time" "best of two: ${wall} s wall, ${secs} s CPU: ${ratios} of Python's json reading the same metadata (${peer} s); bars 4x wall, 6x CPU"
 # fit: 69 KDA layers, each (4-1) x 3 x 12288 conv inputs in bf16 + 96 x 128 x 128 float32 state
 # a sequence; 24 MLA layers, each a (512 + 64)-wide bf16 latent a token
 want="69 $((69 * (3 * 3 * 12288 * 2 + 96 * 128 * 128 * 4))) $((24 * 576 * 2))"
