@@ -277,16 +277,29 @@ static int buffers_reserve(const unit_job *j)
     return outq_reserve(j->q, need);
 }
 
+/* A task's output is one write call of the writer (a pwritev of its codes
+ * and scales): at 64 rows that was 16,074 calls for a 4.8 GB INT4 source,
+ * and on the Zen 3 VM a 64 KB write cost 1.4x a 1 MB one per byte
+ * (docs/bench.md). */
+#define TASK_OUT_BYTES (1u << 20)
+
 /* Rows a task of member k takes: an FP8-block source's whole scale row when
  * the code kernel quantizes it, so each block's tables (its scale codes, its
  * edges in code space) are built once for the 128 rows they serve instead
  * of once a half (a 64-row call spent about a third of the kernel's time
- * building them). */
+ * building them); elsewhere, rows doubled until the output is about 1 MB.
+ * A search observer keeps 64: its tasks are compute, and more of them
+ * balance the threads. */
 static uint64_t task_rows_of(const unit_job *j, size_t k)
 {
     const plan_member *m = &j->p->members[j->u->first + k];
     int codes = j->code_kernel && !j->obs && j->p->src_view && j->p->src_view->fmt.kind == QS_FP8_BLOCK;
-    return codes && plan_source_weight(j->p, m->src) ? FP8B_BLOCK : ROWS_PER_TASK;
+    if (codes && plan_source_weight(j->p, m->src))
+        return FP8B_BLOCK;
+    uint64_t rows = ROWS_PER_TASK, out_row = m->cols / 2 + m->cols / NVFP4_GROUP;
+    while (!j->obs && rows * out_row < TASK_OUT_BYTES && rows < m->rows)
+        rows *= 2;
+    return rows;
 }
 
 static int plan_tasks(unit_job *j, out_arena *arena)
