@@ -159,11 +159,19 @@ static int quant_codes(unit_job *j, size_t t, int worker, uint8_t *pk, uint8_t *
     uint64_t row = j->task_row[t], n = qz_task_rows(j, t);
     uint64_t nb = (r->cols + NVFP4_CODE_BLOCK - 1) / NVFP4_CODE_BLOCK;
     nvfp4_code_block *blocks = (nvfp4_code_block *)j->scratch[worker].p;
-    if (nb * sizeof *blocks + nvfp4_code_rows_work(r->cols) > j->scratch[worker].cap ||
-        qs_rows_code_blocks(r, row, n, blocks))
+    if (nb * sizeof *blocks + nvfp4_code_rows_work(r->cols) > j->scratch[worker].cap)
         return 1;
-    return nvfp4_quantize_code_rows_width(nvfp4_code_rows_width_for(j->kernel), r->data + row * r->cols, r->cols, n,
-                                          blocks, j->gs, blocks + nb, pk, sc);
+    /* a scale row (128 rows) at a time: its tables serve those rows only */
+    for (uint64_t done = 0, part; done < n; done += part) {
+        uint64_t r0 = row + done;
+        part = FP8B_BLOCK - r0 % FP8B_BLOCK < n - done ? FP8B_BLOCK - r0 % FP8B_BLOCK : n - done;
+        if (qs_rows_code_blocks(r, r0, part, blocks) ||
+            nvfp4_quantize_code_rows_width(nvfp4_code_rows_width_for(j->kernel), r->data + r0 * r->cols, r->cols,
+                                           part, blocks, j->gs, blocks + nb, pk + done * (r->cols / 2),
+                                           sc + done * (r->cols / NVFP4_GROUP)))
+            return 1;
+    }
+    return 0;
 }
 
 /* A compressed-tensors INT4 member's task quantized from its codes
@@ -283,20 +291,19 @@ static int buffers_reserve(const unit_job *j)
  * (docs/bench.md). */
 #define TASK_OUT_BYTES (1u << 20)
 
-/* Rows a task of member k takes: an FP8-block source's whole scale row when
- * the code kernel quantizes it, so each block's tables (its scale codes, its
- * edges in code space) are built once for the 128 rows they serve instead
- * of once a half (a 64-row call spent about a third of the kernel's time
- * building them); elsewhere, rows doubled until the output is about 1 MB.
+/* Rows a task of member k takes: doubled until its output is about 1 MB,
+ * from an FP8-block source's whole scale rows when the code kernel
+ * quantizes it, so each block's tables (its scale codes, its edges in code
+ * space) are built once for the 128 rows they serve instead of once a half
+ * (a 64-row call spent about a third of the kernel's time building them).
  * A search observer keeps 64: its tasks are compute, and more of them
  * balance the threads. */
 static uint64_t task_rows_of(const unit_job *j, size_t k)
 {
     const plan_member *m = &j->p->members[j->u->first + k];
     int codes = j->code_kernel && !j->obs && j->p->src_view && j->p->src_view->fmt.kind == QS_FP8_BLOCK;
-    if (codes && plan_source_weight(j->p, m->src))
-        return FP8B_BLOCK;
-    uint64_t rows = ROWS_PER_TASK, out_row = m->cols / 2 + m->cols / NVFP4_GROUP;
+    uint64_t rows = codes && plan_source_weight(j->p, m->src) ? FP8B_BLOCK : ROWS_PER_TASK;
+    uint64_t out_row = m->cols / 2 + m->cols / NVFP4_GROUP;
     while (!j->obs && rows * out_row < TASK_OUT_BYTES && rows < m->rows)
         rows *= 2;
     return rows;
