@@ -286,7 +286,7 @@ static int buffers_reserve(const unit_job *j)
 }
 
 /* A task's output is one write call of the writer (a pwritev of its codes
- * and scales): at 64 rows that was 16,074 calls for a 4.8 GB INT4 source,
+ * and scales): at 64 rows the INT4 synth's 2.5 GB went out in 16,074 calls,
  * and on the Zen 3 VM a 64 KB write cost 1.4x a 1 MB one per byte
  * (docs/bench.md). */
 #define TASK_OUT_BYTES (1u << 20)

@@ -62,8 +62,9 @@ run_lane() {   # run_lane a|b: the lane's scripts in order; 1 when any failed
 # reaches the venv first.
 prepare_shared() {
     local venv
-    venv=$(timeout 1200 bash tests/probe/setup_vllm.sh 2> "$WORK/prepare-vllm.log" | tail -1) \
-        && bash tests/vllm/install_plugin.sh "$venv" >> "$WORK/prepare-vllm.log" 2>&1
+    [ "${FP4FORGE_VLLM_SKIP:-0}" = 1 ] \
+        || { venv=$(timeout 1200 bash tests/probe/setup_vllm.sh 2> "$WORK/prepare-vllm.log" | tail -1) \
+             && bash tests/vllm/install_plugin.sh "$venv" >> "$WORK/prepare-vllm.log" 2>&1; }
     timeout 900 bash tests/conformance/real_model.sh "${FP4FORGE_PY_REAL:-$PY}" > "$WORK/prepare-real.log" 2>&1
     return 0
 }
